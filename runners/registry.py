@@ -1,0 +1,100 @@
+"""Registry of runners by name: each runner turns one tier's config into measured cells.
+
+A runner is registered with the dataclass that describes its config; the spec loader builds
+that dataclass from the tier's YAML mapping and reports unknown keys or wrong types with the
+file and key (see :mod:`runners.config`).
+
+    @register("analytic.theorem3", config=Theorem3Config, kind="analytic")
+    def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput: ...
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import torch
+
+#: A measured value: a number, the string "X" (failed / out of memory, as in the papers), or None (not measured).
+Value = Union[float, int, str, None]
+
+RUNNER_KINDS = ("analytic", "benchmark", "train")
+
+
+@dataclass
+class Cell:
+    """One measured table cell. ``row`` and ``column`` match the names in expected/<table>.yaml."""
+
+    row: str
+    column: str
+    value: Value
+    unit: str | None = None
+    note: str | None = None  # e.g. why a value is "X" ("CUDA out of memory at batch 32")
+
+
+@dataclass
+class RunContext:
+    """What the framework hands a runner besides its config."""
+
+    spec_id: str
+    tier: str
+    device: torch.device
+    seed: int
+    work_dir: Path  # scratch space for this run (checkpoints, caches); created by the framework
+    data_dir: Path  # $DATA_PATH, default ./data
+    progress: bool = True  # show tqdm bars
+
+
+@dataclass
+class RunOutput:
+    """What a runner returns; the framework wraps it into the results JSON."""
+
+    cells: list[Cell]
+    series: dict[str, Any] = field(default_factory=dict)  # JSON-able data for plots and curves
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunnerEntry:
+    name: str
+    kind: str
+    config: type
+    fn: Callable[[Any, RunContext], RunOutput]
+
+
+RUNNERS: dict[str, RunnerEntry] = {}
+
+#: Modules that register runners when imported (kept explicit so `runners list` is complete).
+RUNNER_MODULES = (
+    "runners.analytic",
+)
+
+
+def register(name: str, *, config: type, kind: str) -> Callable:
+    if kind not in RUNNER_KINDS:
+        raise ValueError(f"runner {name!r}: kind {kind!r} not in {RUNNER_KINDS}")
+    if not dataclasses.is_dataclass(config):
+        raise TypeError(f"runner {name!r}: config must be a dataclass, got {config!r}")
+
+    def wrap(fn: Callable[[Any, RunContext], RunOutput]) -> Callable[[Any, RunContext], RunOutput]:
+        if name in RUNNERS:
+            raise ValueError(f"runner {name!r} registered twice")
+        RUNNERS[name] = RunnerEntry(name, kind, config, fn)
+        return fn
+
+    return wrap
+
+
+def load_all() -> dict[str, RunnerEntry]:
+    for module in RUNNER_MODULES:
+        importlib.import_module(module)
+    return RUNNERS
+
+
+def get(name: str) -> RunnerEntry:
+    load_all()
+    if name not in RUNNERS:
+        raise KeyError(name)
+    return RUNNERS[name]

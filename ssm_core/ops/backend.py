@@ -1,0 +1,60 @@
+"""Which implementation computes the Cauchy and Vandermonde products.
+
+The choice is explicit: an argument (``backend=``) or, for whole runs, the environment variable
+``SSM_BACKEND``. Values:
+
+- ``"auto"`` (default): Triton on CUDA tensors, the torch reference on CPU tensors.
+- ``"torch"``: the chunked torch reference everywhere.
+- ``"triton"``: the Triton kernels; on CPU tensors this needs ``TRITON_INTERPRET=1``.
+
+Asking for Triton where it cannot run raises :class:`BackendUnavailable` naming the reason;
+nothing falls back silently.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+BACKENDS = ("auto", "torch", "triton")
+ENV_VAR = "SSM_BACKEND"
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine or these tensors."""
+
+
+def triton_problem(device: torch.device) -> str | None:
+    """Why Triton cannot run on ``device`` here, or None if it can."""
+    if importlib.util.find_spec("triton") is None:
+        return "the 'triton' package is not installed (pip install 'ssm-repro[triton]')"
+    if device.type == "cuda":
+        return None
+    if device.type == "cpu":
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return None
+        return "the tensors are on the CPU and TRITON_INTERPRET=1 is not set"
+    return f"Triton kernels support CUDA tensors (or CPU under TRITON_INTERPRET=1), not device type '{device.type}'"
+
+
+def resolve_backend(backend: str | None, device: torch.device) -> str:
+    """Return 'torch' or 'triton' for tensors on ``device``; raise if the choice cannot run."""
+    source = "argument backend"
+    if backend is None:
+        backend, source = os.environ.get(ENV_VAR, "auto"), f"environment variable {ENV_VAR}"
+    if backend not in BACKENDS:
+        raise ValueError(f"{source}={backend!r} is not a backend; allowed: {', '.join(BACKENDS)}")
+    if backend == "auto":
+        if device.type != "cuda":
+            return "torch"
+        problem = triton_problem(device)
+        if problem:
+            raise BackendUnavailable(
+                f"backend 'auto' uses Triton on CUDA, but {problem}; install triton or set {ENV_VAR}=torch")
+        return "triton"
+    if backend == "triton":
+        problem = triton_problem(device)
+        if problem:
+            raise BackendUnavailable(f"backend 'triton' was requested ({source}) but {problem}")
+    return backend
