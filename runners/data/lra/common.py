@@ -1,0 +1,215 @@
+"""Pieces shared by the LRA loaders: token ids, datasets over packed tensors, padding collate,
+where the release's folders may sit under the data directory, and the processed-tensor cache."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from runners.data.base import DatasetError
+
+# Token ids shared by every token task: 0 pads, 1 is unknown, 2 ends a sequence (the S4 code
+# appends <eos>); the task's own symbols start at 3.
+PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
+N_SPECIAL = 3
+BYTE_VOCAB_SIZE = N_SPECIAL + 256  # byte b -> id 3 + b
+
+LRA_URL = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
+CACHE_DIRNAME = "_cache"
+CACHE_VERSION = 1
+
+# The LRA archive nests its folders (lra_release/listops-1000 and lra_release/lra_release/{listops-1000,
+# tsv_data,pathfinder*}); a task folder is looked for directly under the data directory (where our
+# generators write) and under these prefixes, in this order.
+RELEASE_PREFIXES = ("", "lra_release", "lra_release/lra_release", "lra_release/lra_release/lra_release")
+
+
+def find_task_dir(root: Path, rel: str, marker: str, dataset: str, how_to_get: str) -> Path:
+    """The first ``root/<prefix>/rel`` holding ``marker`` (a file or folder inside it).
+
+    Raises DatasetError listing every place looked at, the expected layout and how to get it.
+    """
+    root = Path(root)
+    tried = []
+    for prefix in RELEASE_PREFIXES:
+        cand = root / prefix / rel if prefix else root / rel
+        if (cand / marker).exists():
+            return cand
+        tried.append(str(cand / marker))
+    raise DatasetError(f"{dataset}: no {rel}/{marker} under the data directory {root} (looked for "
+                       + ", ".join(tried) + f"). {how_to_get}")
+
+
+def encode_bytes(data: bytes, max_len: int, append_eos: bool) -> np.ndarray:
+    """Byte-level token ids (byte b -> 3 + b), truncated so that with <eos> the length is <= max_len."""
+    keep = max_len - int(append_eos)
+    ids = np.frombuffer(data[:keep], dtype=np.uint8).astype(np.int16) + N_SPECIAL
+    if append_eos:
+        ids = np.append(ids, np.int16(EOS_ID))
+    return ids
+
+
+def pack(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Concatenate variable-length id arrays into (flat int16 (N_total,), offsets int64 (n+1,))."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.concatenate(seqs).astype(np.int16) if len(seqs) else np.zeros(0, np.int16)
+    return torch.from_numpy(flat), torch.from_numpy(offsets)
+
+
+class TokenDataset(Dataset):
+    """Items (x LongTensor (L_i,), y LongTensor ()) read from a packed token tensor."""
+
+    def __init__(self, flat: torch.Tensor, offsets: torch.Tensor, labels: torch.Tensor):
+        if offsets.numel() != labels.numel() + 1:
+            raise ValueError("TokenDataset: offsets must have one more entry than labels")
+        self.flat, self.offsets, self.labels = flat, offsets, labels.long()
+
+    def __len__(self) -> int:
+        return self.labels.numel()
+
+    def tokens(self, i: int) -> torch.Tensor:
+        return self.flat[self.offsets[i]:self.offsets[i + 1]].long()  # (L_i,)
+
+    def __getitem__(self, i: int):
+        return self.tokens(i), self.labels[i]
+
+
+class PairTokenDataset(Dataset):
+    """Items ((x1, x2), y) for the dual-input Retrieval task."""
+
+    def __init__(self, first: TokenDataset, second: TokenDataset):
+        if len(first) != len(second) or not torch.equal(first.labels, second.labels):
+            raise ValueError("PairTokenDataset: the two towers must have the same items and labels")
+        self.first, self.second = first, second
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def __getitem__(self, i: int):
+        return (self.first.tokens(i), self.second.tokens(i)), self.first.labels[i]
+
+
+class ImageSequenceDataset(Dataset):
+    """Items (x FloatTensor (H*W, 1), y LongTensor ()) from uint8 images, rows flattened in raster order.
+
+    x = (pixel - shift) / scale, with pixel in 0..255.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, indices: Optional[torch.Tensor] = None,
+                 shift: float = 0.0, scale: float = 255.0):
+        if images.dtype != torch.uint8 or images.dim() != 3:
+            raise ValueError("ImageSequenceDataset: images must be uint8 (N, H, W)")
+        self.images, self.labels = images, labels.long()
+        self.indices = indices if indices is not None else torch.arange(images.shape[0])
+        self.shift, self.scale = float(shift), float(scale)
+
+    def __len__(self) -> int:
+        return self.indices.numel()
+
+    def __getitem__(self, i: int):
+        j = int(self.indices[i])
+        x = (self.images[j].reshape(-1, 1).float() - self.shift) / self.scale  # (H*W, 1)
+        return x, self.labels[j]
+
+
+class PadCollate:
+    """Batch token items, right-padding with PAD_ID to the batch maximum (as the S4 code does) or
+    to a fixed length ``pad_to``. Returns (x (B, L), y (B,)), or ((x1 (B, L), x2 (B, L)), y) for
+    dual items, both towers padded to the same L. Sequence lengths are ``(x != PAD_ID).sum(-1)``.
+    """
+
+    def __init__(self, pad_to: Optional[int] = None, dual: bool = False, pad_id: int = PAD_ID):
+        self.pad_to, self.dual, self.pad_id = pad_to, dual, pad_id
+
+    def _pad(self, seqs: Sequence[torch.Tensor], length: int) -> torch.Tensor:
+        out = torch.full((len(seqs), length), self.pad_id, dtype=torch.long)  # (B, L)
+        for b, s in enumerate(seqs):
+            if s.numel() > length:
+                raise ValueError(f"PadCollate: a sequence of length {s.numel()} exceeds pad_to={length}")
+            out[b, :s.numel()] = s
+        return out
+
+    def __call__(self, batch):
+        xs, ys = zip(*batch)
+        y = torch.stack([torch.as_tensor(v) for v in ys])  # (B,)
+        if self.dual:
+            a, b = zip(*xs)
+            length = self.pad_to or max(max(s.numel() for s in a), max(s.numel() for s in b))
+            return (self._pad(a, length), self._pad(b, length)), y
+        length = self.pad_to or max(s.numel() for s in xs)
+        return self._pad(xs, length), y
+
+
+def stack_collate(batch):
+    """Fixed-length real-valued items: (x (B, L, d), y (B,))."""
+    xs, ys = zip(*batch)
+    return torch.stack(xs), torch.stack([torch.as_tensor(v) for v in ys])
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache of processed tensors.
+
+def file_fingerprint(paths: Sequence[Path]) -> list:
+    """(path, size, mtime_ns) of each file or folder: a changed source changes the cache key."""
+    out = []
+    for p in paths:
+        st = Path(p).stat()
+        out.append([str(p), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def cache_file(root: Path, name: str, params: dict) -> Path:
+    """root/_cache/<name>-<hash of params>.pt"""
+    blob = json.dumps({"v": CACHE_VERSION, **params}, sort_keys=True, default=str).encode()
+    return Path(root) / CACHE_DIRNAME / f"{name}-{hashlib.sha1(blob).hexdigest()[:16]}.pt"
+
+
+def cached(root: Path, name: str, params: dict, build: Callable[[], dict], enabled: bool = True) -> dict:
+    """Load the dict of tensors ``build()`` makes from root/_cache, or build it and store it there
+    atomically (temp file + os.replace). An unreadable cache is rebuilt; an unwritable data
+    directory only costs the rebuild next time."""
+    path = cache_file(root, name, params)
+    if enabled and path.exists():
+        try:
+            return torch.load(path, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 -- a corrupt cache is rebuilt, never fatal
+            warnings.warn(f"ignoring unreadable cache file {path}: {exc}")
+    obj = build()
+    if enabled:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            try:
+                torch.save(obj, tmp)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        except OSError as exc:
+            warnings.warn(f"could not write cache file {path}: {exc}")
+    return obj
+
+
+def write_text_atomic(path: Path, text: str, newline: Optional[str] = None) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder and os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -1,0 +1,111 @@
+"""Checkpoint file: written atomically, read with ``torch.load(weights_only=True)``, checked on resume.
+
+Everything in it is a tensor or a plain Python value (dict, list, tuple, str, int, float, bool,
+None), so the safe unpickler reads it. Random-number states are stored per process: torch CPU and
+CUDA generators as uint8 tensors, numpy's Mersenne Twister as an int64 tensor, Python's as a tuple.
+"""
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+FORMAT = 1
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint in the run directory was made by a different config, model or dataset."""
+
+
+def save_atomic(obj: dict[str, Any], path: Path) -> None:
+    """torch.save to a temporary file in the same directory, fsync, then os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # a truncated or foreign file
+        raise CheckpointMismatch(f"{path}: cannot be read as a training checkpoint ({type(e).__name__}: {e}); "
+                                 "delete it to start over") from e
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise CheckpointMismatch(f"{path}: not a checkpoint of format {FORMAT}; delete it to start over")
+    return ckpt
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's random-number states as tensors and plain values."""
+    mt_name, mt_keys, mt_pos, has_gauss, cached = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": [s for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
+        "numpy": {"name": mt_name, "keys": torch.from_numpy(mt_keys.astype(np.int64)), "pos": int(mt_pos),
+                  "has_gauss": int(has_gauss), "cached": float(cached)},
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+
+
+def model_shapes(model: nn.Module) -> dict[str, list[int]]:
+    return {k: list(v.shape) for k, v in model.state_dict().items()}
+
+
+def check_compatible(ckpt: dict[str, Any], path: Path, *, config: dict[str, Any], resumable: tuple[str, ...],
+                     model_config: dict[str, Any] | None, task: dict[str, Any],
+                     shapes: dict[str, list[int]]) -> None:
+    """Raise CheckpointMismatch naming every field where the checkpoint and this run differ."""
+    problems: list[str] = []
+    saved = ckpt["config"]
+    for key in sorted(set(saved) | set(config)):
+        if key in resumable and not (key == "epochs" and config.get("scheduler") == "cosine"):
+            continue
+        if saved.get(key) != config.get(key):
+            why = " (the cosine schedule's length depends on it)" if key == "epochs" else ""
+            problems.append(f"config.{key}: checkpoint {saved.get(key)!r}, now {config.get(key)!r}{why}")
+    if config.get("epochs", 0) < ckpt["epoch"]:
+        problems.append(f"config.epochs: now {config['epochs']} but the checkpoint already finished {ckpt['epoch']}")
+    saved_mc = ckpt.get("model_config")
+    if saved_mc != model_config:
+        keys = sorted(set(saved_mc or {}) | set(model_config or {}))
+        diff = [k for k in keys if (saved_mc or {}).get(k) != (model_config or {}).get(k)]
+        for k in diff:
+            problems.append(f"model_config.{k}: checkpoint {(saved_mc or {}).get(k)!r}, "
+                            f"now {(model_config or {}).get(k)!r}")
+    for key in sorted(set(ckpt["task"]) | set(task)):
+        if ckpt["task"].get(key) != task.get(key):
+            problems.append(f"task.{key}: checkpoint {ckpt['task'].get(key)!r}, now {task.get(key)!r}")
+    saved_shapes = ckpt["model_shapes"]
+    for name in sorted(set(saved_shapes) | set(shapes)):
+        if saved_shapes.get(name) != shapes.get(name):
+            problems.append(f"model.{name}: checkpoint shape {saved_shapes.get(name)}, now {shapes.get(name)}")
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        raise CheckpointMismatch(f"{path} was written by a different run; mismatching: " + "; ".join(shown)
+                                 + ". Use another run directory or delete the checkpoint to start over.")

@@ -1,0 +1,423 @@
+"""The training loop shared by every training table, in one file (nanoGPT style).
+
+    result = train(lambda: MyModel(...), task, TrainConfig(lr=0.01, epochs=40, batch_size=50),
+                   run_dir=Path("work/listops"), device=torch.device("cuda"))
+
+What it does, in order:
+  * checks the config against the task (batch divisible by processes x accumulation, enough data,
+    monitor fits the task type) before anything is built;
+  * builds the model with the seed, AdamW over ``ssm_core.optim.param_groups`` (SSM parameters at
+    their own lr, no decay: S4 Appendix D.2), the lr schedule and (fp16 only) a gradient scaler;
+  * resumes from ``run_dir/checkpoint.pt`` if it is there (refusing one made by another config);
+  * per epoch: a seeded permutation of the training set (seed + epoch, so an epoch's order never
+    depends on what ran before; a resumed epoch skips the batches already done), optimizer steps of
+    ``batch_size`` examples split into ``grad_accum`` micro-batches (and over processes under
+    ``torchrun``), optional autocast and gradient clipping, then validation and test evaluation;
+  * checkpoints every epoch and every ``checkpoint_every_steps`` steps, appends one line per epoch
+    to ``run_dir/metrics.jsonl`` and writes ``run_dir/summary.json``;
+  * reports the test score at the best validation epoch, as the papers do.
+
+Losses: cross-entropy with accuracy in percent (classification), MSE with RMSE (regression).
+Dual-input tasks (LRA Retrieval) call ``model(x1, x2)``. A wall-clock budget (``max_minutes``,
+summed over resumed runs) stops training at the end of the step that crosses it; that partial
+epoch is still evaluated and logged with ``"partial": true``, and a later run with a larger budget
+continues it from the checkpoint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import tempfile
+import time
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from tqdm.auto import tqdm
+
+from runners.data.base import TaskData
+from runners.results import write_json_atomic
+from ssm_core.optim import build_optimizer
+
+from . import checkpoint as ckpt_io
+from . import distributed as dist_io
+from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
+from .schedule import LRSchedule
+
+TASK_TYPES = ("classification", "regression")
+
+
+@dataclass
+class TrainResult:
+    best_epoch: Optional[int]  # 1-based epoch of the best monitored validation metric
+    best_val: Optional[float]  # that validation metric
+    test_at_best_val: Optional[float]  # the test metric at that epoch: the number the papers report
+    history: list[dict]  # one dict per evaluated epoch (see module docstring)
+    steps_per_second: Optional[float]  # optimizer steps per second of training in this call
+    peak_memory_mb: Optional[float]  # CUDA peak allocated memory (max over processes); None on CPU
+    n_params: int
+    monitor: str = "val_acc"
+    stop_reason: str = "completed"  # or "max_minutes"
+    world_size: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# the loop
+
+
+def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, run_dir: Path,
+          device: torch.device, progress: bool = True, *, model_config: Optional[dict] = None,
+          on_step: Optional[Callable[[int, int], None]] = None) -> TrainResult:
+    """Train ``model_fn()`` on ``task`` under ``cfg``; resumes from ``run_dir/checkpoint.pt`` if present.
+
+    ``model_config`` (plain JSON-able dict, optional) is stored in the checkpoint and must match on
+    resume. ``on_step(epoch_index, steps_done_in_epoch)`` is called after every optimizer step
+    (after that step's checkpoint, if any); an exception from it aborts training as a crash would.
+    """
+    cfg.validate()
+    monitor = cfg.resolved_monitor(task.task_type)
+    if task.task_type not in TASK_TYPES:
+        raise ValueError(f"task {task.name!r}: task_type {task.task_type!r} is not one of {list(TASK_TYPES)}")
+    run_dir, device = Path(run_dir), torch.device(device)
+    info, device = dist_io.setup(device)
+    try:
+        return _train(model_fn, task, cfg, run_dir, device, progress and info.is_main, info, monitor,
+                      model_config, on_step)
+    finally:
+        dist_io.cleanup(info)
+
+
+def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: torch.device, show: bool,
+           info: dist_io.DistInfo, monitor: str, model_config: Optional[dict],
+           on_step: Optional[Callable[[int, int], None]]) -> TrainResult:
+    world, rank, main = info.world_size, info.rank, info.is_main
+    per_rank, micro, steps_per_epoch = _batch_plan(task, cfg, world)
+    t_call = time.perf_counter()
+
+    # ---- model, optimizer, schedule (every rank builds the same initial model)
+    _seed_everything(cfg.seed)
+    model = model_fn().to(device)
+    if rank > 0:  # different dropout masks per process
+        _seed_everything(cfg.seed + 1_000_003 * rank)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas)
+    LRSchedule.init_groups(optimizer)
+    schedule = LRSchedule(cfg, steps_per_epoch, monitor)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+
+    # ---- state, fresh or from the checkpoint
+    epoch, step, global_step = 0, 0, 0  # epochs finished, steps done in the current epoch, steps done
+    accum = torch.zeros(4, dtype=torch.float64, device=device)  # train sums: loss*n, correct|SE, n, elements
+    history: list[dict] = []
+    partial: Optional[dict] = None  # evaluation of an epoch cut short by max_minutes
+    elapsed_before, epoch_seconds_before = 0.0, 0.0  # wall time of earlier runs (budget, epoch timing)
+    ckpt_path = run_dir / ckpt_io.CHECKPOINT_NAME
+    task_sig = _task_signature(task)
+    if ckpt_path.exists():
+        ckpt = ckpt_io.load(ckpt_path)
+        ckpt_io.check_compatible(ckpt, ckpt_path, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
+                                 model_config=model_config, task=task_sig, shapes=ckpt_io.model_shapes(model))
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        schedule.load_state_dict(ckpt["schedule"])
+        scaler.load_state_dict(ckpt["scaler"])
+        epoch, step, global_step = ckpt["epoch"], ckpt["step"], ckpt["global_step"]
+        if main:  # the saved sums are global; the other ranks start theirs from zero
+            accum.copy_(ckpt["accum"])
+        history, partial = list(ckpt["history"]), ckpt["partial"]
+        elapsed_before, epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
+        if ckpt["world_size"] == world:
+            ckpt_io.set_rng_state(ckpt["rng"][rank])
+        else:
+            warnings.warn(f"{ckpt_path}: saved with {ckpt['world_size']} processes, resumed with {world}; "
+                          "data order is unchanged but random states (dropout) are reseeded")
+            _seed_everything(cfg.seed + 7919 * global_step + 1_000_003 * rank)
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _rewrite_jsonl(run_dir / "metrics.jsonl", history + ([partial] if partial else []))
+
+    net: nn.Module = DDP(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else model
+    budget_s = cfg.max_minutes * 60 if cfg.max_minutes is not None else math.inf
+    steps_this_call, train_seconds = 0, 0.0
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    def elapsed() -> float:
+        return elapsed_before + time.perf_counter() - t_call
+
+    def save(partial_entry: Optional[dict]) -> None:
+        rng = dist_io.gather_objects(ckpt_io.rng_state(), info)  # collective: every rank
+        sums = dist_io.all_reduce_sum(accum.clone(), info)
+        if main:
+            ckpt_io.save_atomic({
+                "format": ckpt_io.FORMAT, "config": cfg.to_dict(), "model_config": model_config,
+                "task": task_sig, "world_size": world, "model_shapes": ckpt_io.model_shapes(model),
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict(), "scaler": scaler.state_dict(),
+                "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
+                "history": history, "partial": partial_entry, "best": _best(history, monitor),
+                "elapsed_seconds": elapsed(), "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
+                "rng": rng,
+            }, ckpt_path)
+
+    stop_reason = "completed"
+    if elapsed() >= budget_s and epoch < cfg.epochs:
+        stop_reason = "max_minutes"
+    while epoch < cfg.epochs and stop_reason == "completed":
+        t_epoch = time.perf_counter()
+        partial = None
+        loader = _train_loader(task, cfg, world, rank, epoch, step, per_rank, micro, steps_per_epoch, device)
+        batches = iter(loader)
+        bar = tqdm(total=steps_per_epoch, initial=step, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="step",
+                   disable=not show, leave=False, dynamic_ncols=True)
+        net.train()
+        lr_factor = schedule.factor(global_step)
+        while step < steps_per_epoch:
+            t_step = time.perf_counter()
+            lr_factor = schedule.apply(optimizer, global_step)
+            for i in range(cfg.grad_accum):
+                x, y = (_to(t, device) for t in next(batches))
+                last = i == cfg.grad_accum - 1
+                with (net.no_sync() if world > 1 and not last else nullcontext()):
+                    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                        out = _forward(net, x, task.dual)
+                    loss, sums = _loss_and_sums(out, y, task)
+                    scaler.scale(loss / cfg.grad_accum).backward()
+                accum += sums
+            if cfg.grad_clip is not None:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
+            train_seconds += time.perf_counter() - t_step
+            bar.update(1)
+            if show and (step % 10 == 0 or step == steps_per_epoch):
+                bar.set_postfix(loss=f"{(accum[0] / accum[2]).item():.4f}", lr=f"{cfg.lr * lr_factor:.2e}")
+            if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0 and step < steps_per_epoch:
+                save(None)
+            if on_step is not None:
+                on_step(epoch, step)
+            if dist_io.any_flag(elapsed() >= budget_s, info, device) if budget_s < math.inf else False:
+                stop_reason = "max_minutes"
+                break
+        bar.close()
+
+        # ---- end of epoch (or of the budget): evaluate, log, checkpoint
+        train_loss, train_metric = _finish(dist_io.all_reduce_sum(accum.clone(), info), task.task_type)
+        val_loss, val_metric = evaluate(model, task.val, task, cfg, device, info, amp_dtype)
+        test_loss, test_metric = evaluate(model, task.test, task, cfg, device, info, amp_dtype)
+        entry = {"epoch": epoch + 1, "train_loss": train_loss, "train_metric": train_metric,
+                 "val_loss": val_loss, "val_metric": val_metric, "test_loss": test_loss,
+                 "test_metric": test_metric, "lr": cfg.lr * lr_factor,
+                 "seconds": epoch_seconds_before + time.perf_counter() - t_epoch, "steps": step,
+                 "partial": step < steps_per_epoch}
+        if entry["partial"]:  # budget ran out mid-epoch: keep the position, log the evaluation
+            partial = entry
+            save(partial)
+        else:
+            history.append(entry)
+            schedule.epoch_end(val_loss if monitor == "val_loss" else val_metric)
+            epoch, step, epoch_seconds_before = epoch + 1, 0, 0.0
+            accum.zero_()
+            t_epoch = time.perf_counter()  # the next epoch's clock starts at this checkpoint
+            save(None)
+        if main:
+            _append_jsonl(run_dir / "metrics.jsonl", entry)
+            if show:
+                tqdm.write(_epoch_line(entry, cfg.epochs, task.task_type))
+
+    # ---- summary
+    peak = None
+    if device.type == "cuda":
+        peak = max(dist_io.gather_objects(torch.cuda.max_memory_allocated(device) / 2**20, info))
+    full_history = history + ([partial] if partial else [])
+    best = _best(full_history, monitor)
+    result = TrainResult(best_epoch=best["epoch"], best_val=best["val"], test_at_best_val=best["test"],
+                         history=full_history,
+                         steps_per_second=steps_this_call / train_seconds if train_seconds > 0 else None,
+                         peak_memory_mb=peak, n_params=n_params, monitor=monitor, stop_reason=stop_reason,
+                         world_size=world)
+    if main:
+        write_json_atomic(run_dir / "summary.json", {
+            **result.to_dict(), "config": cfg.to_dict(), "model_config": model_config, "task": task_sig,
+            "device": str(device), "elapsed_seconds": elapsed(), "epochs_done": epoch})
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# pieces of the loop
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, dataset: Dataset, task: TaskData, cfg: TrainConfig, device: torch.device,
+             info: dist_io.DistInfo, amp_dtype: Optional[torch.dtype] = None) -> tuple[float, float]:
+    """(mean loss, metric) over the whole split; each process takes every world_size-th example."""
+    was_training = model.training
+    model.eval()
+    indices = list(range(info.rank, len(dataset), info.world_size))
+    loader = _loader(dataset, indices, cfg.eval_batch_size or cfg.batch_size, task, cfg, device, seed=0)
+    sums = torch.zeros(4, dtype=torch.float64, device=device)
+    for x, y in loader:
+        x, y = _to(x, device), _to(y, device)
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            out = _forward(model, x, task.dual)
+        sums += _loss_and_sums(out, y, task)[1]
+    model.train(was_training)
+    return _finish(dist_io.all_reduce_sum(sums, info), task.task_type)
+
+
+def _forward(model: nn.Module, x: Any, dual: bool) -> torch.Tensor:
+    return model(*x) if dual else model(x)
+
+
+def _loss_and_sums(out: torch.Tensor, y: torch.Tensor, task: TaskData) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean loss of the batch, and float64 sums [loss * n, correct (or squared error), n, elements]."""
+    n = y.shape[0]
+    if out.shape != (n, task.d_output):
+        raise ValueError(f"task {task.name!r}: the model returned shape {tuple(out.shape)}, expected "
+                         f"(batch, d_output) = ({n}, {task.d_output})")
+    out = out.float()
+    if task.task_type == "classification":
+        loss = F.cross_entropy(out, y)
+        hits = (out.argmax(dim=-1) == y).sum()
+        elements = n
+    else:
+        y = y.float().reshape(out.shape)
+        loss = F.mse_loss(out, y)
+        hits = (out.detach() - y).pow(2).sum()
+        elements = y.numel()
+    sums = torch.stack([loss.detach().double() * n, hits.double(),
+                        torch.tensor(float(n), dtype=torch.float64, device=out.device),
+                        torch.tensor(float(elements), dtype=torch.float64, device=out.device)])
+    return loss, sums
+
+
+def _finish(sums: torch.Tensor, task_type: str) -> tuple[float, float]:
+    """(mean loss, accuracy in percent | RMSE) from the sums of :func:`_loss_and_sums`."""
+    loss_sum, hits, n, elements = sums.tolist()
+    if n == 0:
+        return math.nan, math.nan
+    metric = 100.0 * hits / n if task_type == "classification" else math.sqrt(hits / elements)
+    return loss_sum / n, metric
+
+
+def _batch_plan(task: TaskData, cfg: TrainConfig, world: int) -> tuple[int, int, int]:
+    """(examples per process per step, micro-batch size, steps per epoch); bad combinations raise."""
+    if cfg.batch_size % (world * cfg.grad_accum):
+        raise ValueError(f"TrainConfig.batch_size = {cfg.batch_size} must be divisible by world_size x grad_accum "
+                         f"= {world} x {cfg.grad_accum} (it is the global batch of one optimizer step)")
+    n_train = len(task.train)
+    if n_train < cfg.batch_size:
+        raise ValueError(f"TrainConfig.batch_size = {cfg.batch_size} is larger than the training set of "
+                         f"task {task.name!r} ({n_train} examples)")
+    for split in ("val", "test"):
+        if len(getattr(task, split)) == 0:
+            raise ValueError(f"task {task.name!r}: the {split} split is empty")
+    steps = n_train // cfg.batch_size  # the last incomplete batch is dropped
+    if cfg.max_steps_per_epoch is not None:
+        steps = min(steps, cfg.max_steps_per_epoch)
+    per_rank = cfg.batch_size // world
+    return per_rank, per_rank // cfg.grad_accum, steps
+
+
+def _train_loader(task: TaskData, cfg: TrainConfig, world: int, rank: int, epoch: int, start_step: int,
+                  per_rank: int, micro: int, steps_per_epoch: int, device: torch.device) -> DataLoader:
+    """This process's micro-batches of ``epoch`` from step ``start_step`` on.
+
+    The permutation is torch.randperm seeded with seed + epoch (DistributedSampler); process r takes
+    positions r, r + W, r + 2W, ..., so step s of all processes together covers positions
+    [s * batch_size, (s + 1) * batch_size) of the permutation, whatever the number of processes.
+    """
+    sampler = DistributedSampler(task.train, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed,
+                                 drop_last=True)
+    sampler.set_epoch(epoch)
+    indices = list(sampler)[start_step * per_rank: steps_per_epoch * per_rank]
+    return _loader(task.train, indices, micro, task, cfg, device, seed=cfg.seed + epoch)
+
+
+def _loader(dataset: Dataset, indices: list[int], batch_size: int, task: TaskData, cfg: TrainConfig,
+            device: torch.device, seed: int) -> DataLoader:
+    # An explicit generator keeps the DataLoader from drawing its worker seed from the global RNG.
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, sampler=indices, collate_fn=task.collate_fn,
+                      num_workers=cfg.num_workers, pin_memory=device.type == "cuda", generator=gen)
+
+
+def _to(x: Any, device: torch.device) -> Any:
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(t, device) for t in x)
+    return x.to(device, non_blocking=True)
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def _task_signature(task: TaskData) -> dict[str, Any]:
+    return {"name": task.name, "task_type": task.task_type, "seq_len": task.seq_len, "d_output": task.d_output,
+            "n_train": len(task.train), "n_val": len(task.val), "n_test": len(task.test), "dual": task.dual}
+
+
+def _best(history: list[dict], monitor: str) -> dict[str, Any]:
+    """Epoch, monitored validation value and test metric of the best validation epoch (first of ties)."""
+    key = "val_loss" if monitor == "val_loss" else "val_metric"
+    sign = 1.0 if monitor_mode(monitor) == "max" else -1.0
+    best: dict[str, Any] = {"epoch": None, "val": None, "test": None}
+    for entry in history:
+        v = entry[key]
+        if v is None or math.isnan(v):
+            continue
+        if best["val"] is None or sign * v > sign * best["val"]:
+            best = {"epoch": entry["epoch"], "val": v, "test": entry["test_metric"]}
+    return best
+
+
+def _epoch_line(e: dict, epochs: int, task_type: str) -> str:
+    m = "acc" if task_type == "classification" else "rmse"
+    tail = " (partial: time budget)" if e["partial"] else ""
+    return (f"epoch {e['epoch']}/{epochs}: train loss {e['train_loss']:.4f} {m} {e['train_metric']:.4f} | "
+            f"val loss {e['val_loss']:.4f} {m} {e['val_metric']:.4f} | test {m} {e['test_metric']:.4f} | "
+            f"lr {e['lr']:.2e} | {e['steps']} steps {e['seconds']:.1f}s{tail}")
+
+
+def _append_jsonl(path: Path, entry: dict) -> None:
+    """One whole line per call, flushed and fsynced, so a crash never leaves half a line."""
+    with open(path, "a") as fh:
+        fh.write(json.dumps(entry) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _rewrite_jsonl(path: Path, entries: list[dict]) -> None:
+    """Make metrics.jsonl agree with the checkpoint's history (atomically) when a run starts."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.writelines(json.dumps(e) + "\n" for e in entries)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,123 @@
+"""Residual blocks and backbones (S4 Table 11, S4D Table 12 knobs: depth, H, norm, pre-norm, dropout, pooling)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .layers import SSMLayer
+
+NORMS = ("batch", "layer")
+POOLS = ("mean", "last", "none")
+
+
+class _BatchNormOverLength(nn.BatchNorm1d):
+    """BatchNorm over features of (B, L, H) inputs (statistics over batch and length)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() == 2:  # (B, H): one step of recurrent mode
+            return super().forward(x)
+        return super().forward(x.transpose(-1, -2)).transpose(-1, -2)
+
+
+def make_norm(kind: str, d_model: int) -> nn.Module:
+    if kind == "batch":
+        return _BatchNormOverLength(d_model)
+    if kind == "layer":
+        return nn.LayerNorm(d_model)
+    raise ValueError(f"norm={kind!r} not allowed; choose one of: {', '.join(NORMS)}")
+
+
+class ResidualBlock(nn.Module):
+    """pre-norm: x + drop(layer(norm(x))); post-norm: norm(x + drop(layer(x)))."""
+
+    def __init__(self, layer: SSMLayer, norm: str = "layer", prenorm: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.layer, self.prenorm = layer, prenorm
+        self.norm = make_norm(norm, layer.h)
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+
+    def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:  # (B, L, H)
+        if self.prenorm:
+            return x + self.dropout(self.layer(self.norm(x), rate=rate))
+        return self.norm(x + self.dropout(self.layer(x, rate=rate)))
+
+    def step(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:  # (B, H)
+        if self.prenorm:
+            y, state = self.layer.step(self.norm(x), state)
+            return x + y, state
+        y, state = self.layer.step(x, state)
+        return self.norm(x + y), state
+
+
+class SequenceModel(nn.Module):
+    """Encoder (linear or embedding) -> n_layers residual SSM blocks -> [final norm] -> pooling -> decoder.
+
+    forward: (B, L) token ids (vocab_size set) or (B, L, d_input) floats -> (B, d_output), or (B, L, d_output)
+    with pool='none'. ``layer`` holds SSMLayer keyword arguments (mode, d_state, init, bidirectional, ...).
+    """
+
+    def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
+                 layer: dict[str, Any] | None = None, norm: str = "layer", prenorm: bool = True,
+                 dropout: float = 0.0, pool: str = "mean", vocab_size: int | None = None):
+        super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"pool={pool!r} not allowed; choose one of: {', '.join(POOLS)}")
+        layer_kwargs = {"dropout": dropout, **(layer or {})}
+        self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
+        self.blocks = nn.ModuleList(
+            ResidualBlock(SSMLayer(d_model, **layer_kwargs), norm=norm, prenorm=prenorm, dropout=dropout)
+            for _ in range(n_layers))
+        self.final_norm = make_norm(norm, d_model) if prenorm else nn.Identity()
+        self.pool = pool
+        self.decoder = nn.Linear(d_model, d_output)
+        self.d_model = d_model
+
+    def features(self, x: Tensor, rate: float = 1.0) -> Tensor:
+        """-> pooled features (B, H), or (B, L, H) with pool='none'."""
+        h = self.encoder(x)  # (B, L, H)
+        for block in self.blocks:
+            h = block(h, rate=rate)
+        h = self.final_norm(h)
+        if self.pool == "mean":
+            return h.mean(dim=1)
+        if self.pool == "last":
+            return h[:, -1]
+        return h
+
+    def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
+        return self.decoder(self.features(x, rate=rate))
+
+    # -- recurrent generation -------------------------------------------------------------------------------
+    def setup_step(self, rate: float = 1.0) -> None:
+        for block in self.blocks:
+            block.layer.setup_step(rate)
+
+    def default_state(self, batch_size: int, device: torch.device | None = None) -> list[Tensor]:
+        return [block.layer.default_state(batch_size, device) for block in self.blocks]
+
+    def step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        """x: (B,) tokens or (B, d_input) -> (B, d_output) per position (pool must be 'none')."""
+        if self.pool != "none":
+            raise ValueError("step mode needs pool='none' (one output per position)")
+        h = self.encoder(x)
+        new_state = []
+        for block, s in zip(self.blocks, state):
+            h, s = block.step(h, s)
+            new_state.append(s)
+        return self.decoder(self.final_norm(h)), new_state
+
+
+class DualSequenceClassifier(nn.Module):
+    """Two-tower classifier for LRA Retrieval: one shared encoder, decoder on [x1, x2, x1 - x2, x1 * x2]."""
+
+    def __init__(self, encoder: SequenceModel, d_output: int, d_hidden: int | None = None):
+        super().__init__()
+        h = encoder.d_model
+        self.encoder = encoder
+        self.head = nn.Sequential(nn.Linear(4 * h, d_hidden or h), nn.GELU(), nn.Linear(d_hidden or h, d_output))
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        a, b = self.encoder.features(x1), self.encoder.features(x2)  # (B, H) each
+        return self.head(torch.cat([a, b, a - b, a * b], dim=-1))
