@@ -1,154 +1,20 @@
 """Schema check of expected/*.yaml (the papers' numbers per table cell; see expected/README.md).
 
-A stand-in until the framework's own validator exists: the checking logic is the single function
-:func:`schema_errors`, which the tests run on every file and on deliberately broken documents.
+The checking logic is the framework's :func:`runners.expected.schema_errors`; the tests run it on every
+file and on deliberately broken documents.
 """
 from __future__ import annotations
 
 import copy
-import numbers
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from runners.expected import schema_errors
+
 EXPECTED_DIR = Path(__file__).resolve().parents[1] / "expected"
 EXPECTED_FILES = sorted(EXPECTED_DIR.glob("*.yaml"))
-
-TOP_KEYS = {"table", "paper", "title", "source", "rows", "columns", "cells"}
-CELL_KEYS = {"row", "column", "paper", "std", "unit", "better", "source", "note", "checks"}
-TIERS = ("smoke", "budget", "full")
-CHECK_KINDS = {"tolerance", "bound", "within_factor", "ordering", "not_run"}
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _is_text(x: Any) -> bool:
-    return isinstance(x, str) and x.strip() != ""
-
-
-def _check_errors(where: str, check: Any, cell: dict, rows: set, columns: set) -> list[str]:
-    """Errors in one tier's check of one cell (README 'Check kinds' table)."""
-    if not isinstance(check, dict):
-        return [f"{where}: must be a mapping with one check key, got {check!r}"]
-    kinds = [k for k in check if k in CHECK_KINDS]
-    unknown = set(check) - CHECK_KINDS - {"target"}
-    errs = [f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(CHECK_KINDS)} and 'target'"] if unknown else []
-    if len(kinds) != 1:
-        return errs + [f"{where}: needs exactly one of {sorted(CHECK_KINDS)}, got {kinds}"]
-    kind, arg = kinds[0], check[kinds[0]]
-    if "target" in check and not (_is_number(check["target"]) or check["target"] == "X"):
-        errs.append(f"{where}.target: must be a number or 'X', got {check['target']!r}")
-    centre = check.get("target", cell.get("paper"))
-    if kind == "not_run":
-        if not _is_text(arg):
-            errs.append(f"{where}.not_run: must be a non-empty reason string")
-    elif kind == "tolerance":
-        if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"abs", "rel"}
-                and _is_number(next(iter(arg.values()))) and next(iter(arg.values())) >= 0):
-            errs.append(f"{where}.tolerance: must be {{abs: a}} or {{rel: r}} with a number >= 0, got {arg!r}")
-        if not (_is_number(centre) or centre == "X"):
-            errs.append(f"{where}.tolerance: needs a numeric paper value or target, got {centre!r}")
-    elif kind == "bound":
-        if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"min", "max"}
-                and _is_number(next(iter(arg.values())))):
-            errs.append(f"{where}.bound: must be {{min: m}} or {{max: m}} with a number, got {arg!r}")
-    elif kind == "within_factor":
-        if not (_is_number(arg) and arg >= 1):
-            errs.append(f"{where}.within_factor: must be a number >= 1, got {arg!r}")
-        if not (_is_number(centre) and centre > 0):
-            errs.append(f"{where}.within_factor: needs a positive numeric paper value or target, got {centre!r}")
-    elif kind == "ordering":
-        if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"greater_than", "less_than"}
-                and isinstance(next(iter(arg.values())), list) and next(iter(arg.values()))):
-            return errs + [f"{where}.ordering: must be {{greater_than|less_than: [cells]}}, got {arg!r}"]
-        for ref in next(iter(arg.values())):
-            if not (isinstance(ref, dict) and ref.get("row") in rows and ref.get("column") in columns):
-                errs.append(f"{where}.ordering: {ref!r} is not a {{row, column}} of this table")
-    return errs
-
-
-def schema_errors(doc: Any, name: str) -> list[str]:
-    """All schema violations of one expected/<id>.yaml document (empty list: valid).
-
-    ``name`` is the file's stem; the document's ``table`` must equal it.
-    """
-    if not isinstance(doc, dict):
-        return [f"{name}: top level must be a mapping"]
-    errs: list[str] = []
-    missing, unknown = TOP_KEYS - set(doc), set(doc) - TOP_KEYS
-    if missing:
-        errs.append(f"{name}: missing top-level key(s) {sorted(missing)}")
-    if unknown:
-        errs.append(f"{name}: unknown top-level key(s) {sorted(unknown)}")
-    if doc.get("table") != name:
-        errs.append(f"{name}: 'table' is {doc.get('table')!r}, must equal the file name {name!r}")
-    if doc.get("paper") not in ("s4", "s4d"):
-        errs.append(f"{name}: 'paper' must be 's4' or 's4d', got {doc.get('paper')!r}")
-    for key in ("title", "source"):
-        if key in doc and not _is_text(doc[key]):
-            errs.append(f"{name}: '{key}' must be a non-empty string")
-    axes = {}
-    for key in ("rows", "columns"):
-        val = doc.get(key)
-        if not (isinstance(val, list) and val and all(_is_text(v) for v in val)):
-            errs.append(f"{name}: '{key}' must be a non-empty list of strings")
-            val = []
-        elif len(set(val)) != len(val):
-            errs.append(f"{name}: '{key}' has duplicates")
-        axes[key] = set(val)
-    cells = doc.get("cells")
-    if not (isinstance(cells, list) and cells):
-        return errs + [f"{name}: 'cells' must be a non-empty list"]
-    seen: set[tuple] = set()
-    for i, c in enumerate(cells):
-        where = f"{name}: cells[{i}]"
-        if not isinstance(c, dict):
-            errs.append(f"{where}: must be a mapping")
-            continue
-        where = f"{name}: cell ({c.get('row')!r}, {c.get('column')!r})"
-        missing, unknown = CELL_KEYS - set(c), set(c) - CELL_KEYS
-        if missing:
-            errs.append(f"{where}: missing key(s) {sorted(missing)}")
-        if unknown:
-            errs.append(f"{where}: unknown key(s) {sorted(unknown)}")
-        if c.get("row") not in axes["rows"]:
-            errs.append(f"{where}: row not listed in 'rows'")
-        if c.get("column") not in axes["columns"]:
-            errs.append(f"{where}: column not listed in 'columns'")
-        key = (c.get("row"), c.get("column"))
-        if key in seen:
-            errs.append(f"{where}: duplicate (row, column)")
-        seen.add(key)
-        paper = c.get("paper")
-        if paper is None:
-            if not _is_text(c.get("note")):
-                errs.append(f"{where}: 'paper: null' needs a non-empty note")
-        elif not (_is_number(paper) or paper == "X"):
-            errs.append(f"{where}: 'paper' must be a number, 'X' or null, got {paper!r}")
-        std = c.get("std")
-        if std is not None and not (_is_number(std) and std >= 0):
-            errs.append(f"{where}: 'std' must be null or a number >= 0, got {std!r}")
-        if not _is_text(c.get("unit")):
-            errs.append(f"{where}: 'unit' must be a non-empty string")
-        if c.get("better") not in ("higher", "lower"):
-            errs.append(f"{where}: 'better' must be 'higher' or 'lower', got {c.get('better')!r}")
-        if not _is_text(c.get("source")):
-            errs.append(f"{where}: 'source' must be a non-empty string")
-        if c.get("note") is not None and not _is_text(c.get("note")):
-            errs.append(f"{where}: 'note' must be null or a non-empty string")
-        chk = c.get("checks")
-        if not isinstance(chk, dict) or set(chk) != set(TIERS):
-            errs.append(f"{where}: 'checks' must have exactly the tiers {list(TIERS)}, "
-                        f"got {sorted(chk) if isinstance(chk, dict) else chk!r}")
-            continue
-        for tier in TIERS:
-            errs += _check_errors(f"{where}.checks.{tier}", chk[tier], c, axes["rows"], axes["columns"])
-    return errs
-
 
 # ------------------------------------------------------------------ the files
 

@@ -15,7 +15,8 @@ checksum where one is known, and extracted into the layout the loaders read unde
                                 t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz
     DIR/cifar-10-batches-py/    CIFAR-10 python batches (data_batch_1..5, test_batch)
     DIR/bidmc/BIDMC32{HR,RR,SpO2}/BIDMC32{HR,RR,SpO2}_{TRAIN,TEST}.ts   (TSER archive)
-    DIR/lra_release/            the LRA release archive, extracted as published
+    DIR/lra_release/            the LRA release archive, extracted as published (the LRA loaders
+                                look for their folders under it, see runners/data/lra/common.py)
     DIR/aclImdb/                IMDB reviews (LRA Text task), Stanford layout
 
 A dataset whose files are already present is left alone ("already present"); --force downloads
@@ -115,7 +116,7 @@ RESOURCES: dict[str, tuple[Resource, ...]] = {
     ),
     "lra": (
         Resource("https://storage.googleapis.com/long-range-arena/lra_release.gz", "lra_release.gz",
-                 LRA_DIR, None, extract=True),
+                 ".", None, extract=True),  # unpacks its own lra_release/ folder
         Resource("https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz", "aclImdb_v1.tar.gz",
                  ".", ("md5", "7c2ac02c03563afcf9b574c7e56c153a"), extract=True),
     ),

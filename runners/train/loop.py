@@ -176,7 +176,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             }, ckpt_path)
 
     stop_reason = "completed"
-    if elapsed() >= budget_s and epoch < cfg.epochs:
+    if elapsed_before >= budget_s and epoch < cfg.epochs:  # spent by earlier runs: no step at all
         stop_reason = "max_minutes"
     while epoch < cfg.epochs and stop_reason == "completed":
         t_epoch = time.perf_counter()
@@ -214,7 +214,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 save(None)
             if on_step is not None:
                 on_step(epoch, step)
-            if dist_io.any_flag(elapsed() >= budget_s, info, device) if budget_s < math.inf else False:
+            if budget_s < math.inf and dist_io.any_flag(elapsed() >= budget_s, info, device):
                 stop_reason = "max_minutes"
                 break
         bar.close()

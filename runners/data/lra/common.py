@@ -48,37 +48,45 @@ def find_task_dir(root: Path, rel: str, marker: str, dataset: str, how_to_get: s
                        + ", ".join(tried) + f"). {how_to_get}")
 
 
-def encode_bytes(data: bytes, max_len: int, append_eos: bool) -> np.ndarray:
-    """Byte-level token ids (byte b -> 3 + b), truncated so that with <eos> the length is <= max_len."""
-    keep = max_len - int(append_eos)
-    ids = np.frombuffer(data[:keep], dtype=np.uint8).astype(np.int16) + N_SPECIAL
-    if append_eos:
-        ids = np.append(ids, np.int16(EOS_ID))
-    return ids
+def truncate_bytes(data: bytes, max_len: int, append_eos: bool) -> np.ndarray:
+    """Raw bytes uint8 (L,), truncated so that with the <eos> the dataset appends, L + 1 <= max_len.
+
+    Byte b becomes token id 3 + b when read through ``TokenDataset(..., add=N_SPECIAL, append_eos=True)``.
+    """
+    return np.frombuffer(data[:max_len - int(append_eos)], dtype=np.uint8)
 
 
-def pack(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Concatenate variable-length id arrays into (flat int16 (N_total,), offsets int64 (n+1,))."""
+def pack(seqs: Sequence[np.ndarray], dtype=np.int16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Concatenate variable-length arrays into (flat (N_total,) of ``dtype``, offsets int64 (n+1,))."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    flat = np.concatenate(seqs).astype(np.int16) if len(seqs) else np.zeros(0, np.int16)
+    flat = np.concatenate(seqs).astype(dtype, copy=False) if len(seqs) else np.zeros(0, dtype)
     return torch.from_numpy(flat), torch.from_numpy(offsets)
 
 
 class TokenDataset(Dataset):
-    """Items (x LongTensor (L_i,), y LongTensor ()) read from a packed token tensor."""
+    """Items (x LongTensor (L_i,), y LongTensor ()) read from a packed tensor.
 
-    def __init__(self, flat: torch.Tensor, offsets: torch.Tensor, labels: torch.Tensor):
+    x = flat[offsets[i]:offsets[i+1]] + add, followed by EOS_ID if append_eos (byte tasks store raw
+    uint8 bytes with add=N_SPECIAL, append_eos=True; ListOps stores final int16 ids).
+    """
+
+    def __init__(self, flat: torch.Tensor, offsets: torch.Tensor, labels: torch.Tensor, *, add: int = 0,
+                 append_eos: bool = False):
         if offsets.numel() != labels.numel() + 1:
             raise ValueError("TokenDataset: offsets must have one more entry than labels")
         self.flat, self.offsets, self.labels = flat, offsets, labels.long()
+        self.add, self.append_eos = int(add), bool(append_eos)
 
     def __len__(self) -> int:
         return self.labels.numel()
 
     def tokens(self, i: int) -> torch.Tensor:
-        return self.flat[self.offsets[i]:self.offsets[i + 1]].long()  # (L_i,)
+        x = self.flat[self.offsets[i]:self.offsets[i + 1]].long() + self.add  # (L_i,)
+        if self.append_eos:
+            x = torch.cat([x, x.new_tensor([EOS_ID])])
+        return x
 
     def __getitem__(self, i: int):
         return self.tokens(i), self.labels[i]

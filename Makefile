@@ -1,0 +1,61 @@
+# S4 / S4D reproduction suite. `make all` sets up and runs the smoke tier of every table; `make test` tests.
+# TIER=smoke|budget|full selects the tier of a table target, e.g. `make table-2 TIER=budget`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TIER ?= smoke
+# torch 2.13.0 CPU lies on the CI machines' disk; on a GPU machine use e.g. TORCH=torch==2.11.0 (or your own build).
+TORCH ?= torch==2.13.0
+TABLE = $(PY) -m runners run --tier $(TIER) $(1) ; status=$$?; $(PY) -m runners report >/dev/null; \
+	[ $$status -ne 0 ] && exit $$status; $(PY) -m runners check --tier $(TIER) $(1)
+
+.PHONY: all setup smoke test report check list bench-kernels analytic \
+	table-2 table-3 table-4 table-5 table-6 generation \
+	s4d-table-2 s4d-table-3 s4d-table-4 s4d-table-5 s4d-table-6 s4d-table-11
+
+all: smoke
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+smoke: setup
+	$(PY) -m runners run --tier smoke --no-progress
+	$(PY) -m runners report
+	$(PY) -m runners check --tier smoke
+
+test: setup
+	$(PY) -m pytest -q -ra
+
+report: setup
+	$(PY) -m runners report
+
+check: setup
+	$(PY) -m runners check
+
+list: setup
+	$(PY) -m runners list
+
+analytic: setup
+	$(call TABLE,s4d-theorem-3 s4d-conjecture-5 s4d-theorem-6 s4d-figure-4 s4d-proposition-1)
+
+bench-kernels: setup
+	$(PY) benchmarks/bench_kernels.py
+
+table-2: setup ; $(call TABLE,s4-table-2)
+table-3: setup ; $(call TABLE,s4-table-3)
+table-4: setup ; $(call TABLE,s4-table-4)
+table-5: setup ; $(call TABLE,s4-table-5)
+table-6: setup ; $(call TABLE,s4-table-6)
+generation: setup ; $(call TABLE,s4-generation)
+s4d-table-2: setup ; $(call TABLE,s4d-table-2)
+s4d-table-3: setup ; $(call TABLE,s4d-table-3)
+s4d-table-4: setup ; $(call TABLE,s4d-table-4)
+s4d-table-5: setup ; $(call TABLE,s4d-table-5)
+s4d-table-6: setup ; $(call TABLE,s4d-table-6)
+s4d-table-11: setup ; $(call TABLE,s4d-table-11)

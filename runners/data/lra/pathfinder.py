@@ -1,0 +1,165 @@
+"""LRA Pathfinder and Path-X loaders: ``pathfinder{32,64,128,256}/curv_contour_length_14/{imgs,metadata}``.
+
+Release conventions (LRA's TFDS builder and the S4 code read them the same way):
+``metadata/<k>.npy`` are TEXT files despite the suffix, one image per line, space-separated fields
+``imgs/<k> sample_<i>.png <i> <label> <continuity> <contour_length> ...``: the image is
+``curv_contour_length_14/<field 0>/<field 1>`` and the label (1 = the two markers are on one path)
+is field 3. Empty PNG files (one exists in the release) are skipped, as LRA's pipeline filters them.
+
+Samples are ordered by metadata file number, then line; the split is the S4 code's
+``random_split(dataset, [N - 2 int(0.1 N), int(0.1 N), int(0.1 N)], Generator().manual_seed(42))``
+(80/10/10, train/val/test), reproduced here with the same torch.randperm. Pixels are x / 255 in
+[0, 1] (d_input = 1), or (x - 127.5) / 127.5 in [-1, 1] as the S4 code does with normalize=True.
+Path-X is Pathfinder at 128 x 128 (sequence length 16384).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from runners.data.base import DatasetError, TaskData, data_root
+from runners.data.lra.common import LRA_URL, ImageSequenceDataset, cached, file_fingerprint, find_task_dir, stack_collate
+
+RESOLUTIONS = (32, 64, 128, 256)
+DIFFICULTY = "curv_contour_length_14"
+
+
+def how_to_get(resolution: int) -> str:
+    return (f"Get the LRA release ({LRA_URL}; it holds lra_release/pathfinder{resolution}/) and extract it into the "
+            f"data directory, or generate the data with `python -m runners.data.lra.generate pathfinder "
+            f"--resolution {resolution} --out DIR`.")
+
+
+def pathfinder_dir(root: Path, resolution: int) -> Path:
+    """The ``pathfinder<R>/curv_contour_length_14`` folder under the data directory (DatasetError if absent)."""
+    return find_task_dir(root, f"pathfinder{resolution}/{DIFFICULTY}", "metadata", f"Pathfinder-{resolution}",
+                         how_to_get(resolution))
+
+
+def metadata_files(folder: Path, resolution: int) -> list[Path]:
+    """metadata/*.npy sorted by their integer stem; DatasetError if none or a stem is not an integer."""
+    files = list((folder / "metadata").glob("*.npy"))
+    bad = [f.name for f in files if not f.stem.isdigit()]
+    if bad or not files:
+        what = f"unexpected file names {bad[:5]}" if bad else "no metadata/*.npy files"
+        raise DatasetError(f"Pathfinder-{resolution}: {folder / 'metadata'}: {what}; expected metadata/<k>.npy "
+                           f"(k = 0, 1, ...). {how_to_get(resolution)}")
+    return sorted(files, key=lambda f: int(f.stem))
+
+
+def read_metadata(path: Path, folder: Path, resolution: int) -> list[tuple[Path, int]]:
+    """(image path, label) of each line of one metadata file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"Pathfinder-{resolution}: cannot read {path} as text ({exc}); the release's "
+                           f"metadata/*.npy are text files of space-separated fields. {how_to_get(resolution)}") from exc
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 4 or fields[3] not in ("0", "1"):
+            raise DatasetError(f"Pathfinder-{resolution}: {path} line {n}: expected 'imgs/<k> sample_<i>.png <i> "
+                               f"<label 0|1> ...'; found {line[:80]!r}. {how_to_get(resolution)}")
+        out.append((folder / fields[0] / fields[1], int(fields[3])))
+    return out
+
+
+def _decode(path: Path, resolution: int) -> Optional[np.ndarray]:
+    """uint8 (R, R) grayscale image, or None for an empty file (skipped, as LRA does)."""
+    try:
+        if path.stat().st_size == 0:
+            return None
+        with Image.open(path) as im:
+            arr = np.asarray(im.convert("L"))
+    except FileNotFoundError:
+        raise DatasetError(f"Pathfinder-{resolution}: the metadata lists {path}, which does not exist. "
+                           f"{how_to_get(resolution)}") from None
+    except OSError as exc:
+        raise DatasetError(f"Pathfinder-{resolution}: cannot decode {path}: {exc}. {how_to_get(resolution)}") from exc
+    if arr.shape != (resolution, resolution):
+        raise DatasetError(f"Pathfinder-{resolution}: {path} is {arr.shape[1]}x{arr.shape[0]}, expected "
+                           f"{resolution}x{resolution}. {how_to_get(resolution)}")
+    return arr
+
+
+def _build(folder: Path, resolution: int, files: list[Path], workers: int) -> dict:
+    samples = [s for f in files for s in read_metadata(f, folder, resolution)]
+    if not samples:
+        raise DatasetError(f"Pathfinder-{resolution}: the metadata files in {folder / 'metadata'} list no "
+                           f"images. {how_to_get(resolution)}")
+    images = np.zeros((len(samples), resolution, resolution), dtype=np.uint8)  # (N, R, R)
+    keep = np.ones(len(samples), dtype=bool)
+
+    def work(chunk: range) -> int:
+        for i in chunk:
+            arr = _decode(samples[i][0], resolution)
+            if arr is None:
+                keep[i] = False
+            else:
+                images[i] = arr
+        return len(chunk)
+
+    step = 256
+    chunks = [range(a, min(a + step, len(samples))) for a in range(0, len(samples), step)]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
+            tqdm(total=len(samples), desc=f"decoding pathfinder{resolution}", unit="img", disable=None) as bar:
+        for done in pool.map(work, chunks):  # PIL releases the GIL while decoding
+            bar.update(done)
+    labels = np.array([s[1] for s in samples], dtype=np.int64)
+    return {"images": torch.from_numpy(images[keep]), "labels": torch.from_numpy(labels[keep]),
+            "skipped_empty": int((~keep).sum())}
+
+
+def split_80_10_10(n: int, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.1):
+    """(train, val, test) indices of torch.utils.data.random_split(range(n), [n - v - t, v, t], seed)."""
+    n_val, n_test = int(val_fraction * n), int(test_fraction * n)
+    n_train = n - n_val - n_test
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:]
+
+
+def load_pathfinder(root: Optional[Path] = None, *, resolution: int = 32, split_seed: int = 42,
+                    val_fraction: float = 0.1, test_fraction: float = 0.1, normalize: bool = False,
+                    workers: int = 8, use_cache: bool = True, name: Optional[str] = None) -> TaskData:
+    """Pathfinder-R as TaskData: x (R*R, 1) float pixels, 2 classes, split 80/10/10 (S4 code's seed 42).
+
+    root: data directory holding ``pathfinder<R>/curv_contour_length_14/`` (directly or inside the
+    extracted LRA archive). workers: threads decoding PNGs on the first load (later loads read the
+    cache under <root>/_cache).
+    """
+    if resolution not in RESOLUTIONS:
+        raise ValueError(f"load_pathfinder: resolution must be one of {RESOLUTIONS}, got {resolution}")
+    root = data_root(root)
+    folder = pathfinder_dir(root, resolution)
+    files = metadata_files(folder, resolution)
+    params = {"resolution": resolution, "sources": file_fingerprint(files)}
+    data = cached(root, f"pathfinder{resolution}", params, lambda: _build(folder, resolution, files, workers),
+                  enabled=use_cache)
+    images, labels = data["images"], data["labels"]
+    tr, va, te = split_80_10_10(labels.numel(), split_seed, val_fraction, test_fraction)
+    shift, scale = (127.5, 127.5) if normalize else (0.0, 255.0)
+    ds = {k: ImageSequenceDataset(images, labels, idx, shift, scale) for k, idx in (("train", tr), ("val", va),
+                                                                                     ("test", te))}
+    return TaskData(
+        name=name or f"pathfinder{resolution}", train=ds["train"], val=ds["val"], test=ds["test"],
+        seq_len=resolution * resolution, d_output=2, d_input=1, collate_fn=stack_collate,
+        info={"path": str(folder), "values": "(x - 127.5) / 127.5 in [-1, 1]" if normalize else "x / 255 in [0, 1]",
+              "split": f"random_split 80/10/10 with seed {split_seed} (S4 code)",
+              "skipped_empty_images": int(data["skipped_empty"]),
+              "label_balance": float(labels.float().mean()) if labels.numel() else None,
+              "sizes": {k: len(v) for k, v in ds.items()}})
+
+
+def load_pathx(root: Optional[Path] = None, **kwargs) -> TaskData:
+    """Path-X: Pathfinder at 128 x 128 (sequence length 16384); same arguments as load_pathfinder."""
+    if kwargs.pop("resolution", 128) != 128:
+        raise ValueError("load_pathx: Path-X is Pathfinder at resolution 128")
+    return load_pathfinder(root, resolution=128, name="pathx", **kwargs)

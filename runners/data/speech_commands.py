@@ -1,0 +1,228 @@
+"""Speech Commands v0.02 (S4 Table 5: SC10 MFCC / Raw / 0.5x; S4D Tables 4 and 11: SC35).
+
+Reads the official tarball layout under ``<data>/speech_commands/``: one folder per word holding
+16 kHz mono 16-bit WAV files, ``validation_list.txt`` and ``testing_list.txt`` (paths
+``word/file.wav``); ``_background_noise_`` is ignored. Splits follow the official lists: a file
+named in validation_list.txt is validation, in testing_list.txt test, in neither train.
+
+- ``subset="sc35"``: all 35 words; ``subset="sc10"``: yes, no, up, down, left, right, on, off,
+  stop, go (S4 Table 5). Label order: the S4 code's (``runners.data.download.SPEECH_COMMANDS_WORDS``
+  / ``SC10_WORDS``).
+- ``features="raw"``: the waveform, zero-padded at the end to 16000 samples, x (16000, 1).
+  Normalised with one mean and std over all training samples (d_input = 1).
+- ``features="mfcc"``: x (161, 20), the features of the S4 code (torchaudio
+  ``MFCC(log_mels=True, n_mfcc=20, melkwargs=dict(n_fft=200, n_mels=64))`` at 16 kHz), computed
+  here with librosa (see :data:`MFCC_PARAMS`), each coefficient normalised with its training mean
+  and std (as the S4 code).
+- ``test_decimation=2`` (raw only): the 0.5x column / S4D Table 11's 0-shot 8 kHz test. Test audio
+  is decimated naively (every other sample, no anti-aliasing filter; S4D Table 11 caption) to length
+  8000; train and validation stay at 16 kHz. The model must run the test set with its step size
+  multiplied by ``info["test_rate"]`` = 2.0 (no retraining).
+
+Differences from the S4 code, on purpose: its SC10 loader drops clips shorter than 1 s and splits
+at random 70/15/15; here SC10 uses the official lists and zero-pads, like its SC35 loader. Its raw
+loaders normalise each time step separately; here one mean/std for the single channel.
+"""
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, TensorDataset
+from tqdm import tqdm
+
+from runners.data.base import DatasetError, TaskData, data_root
+from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, cached,
+                                   how_to_get, source_fingerprint)
+
+SAMPLE_RATE = 16000
+CLIP_LEN = 16000  # 1 s at 16 kHz
+LIST_FILES = ("validation_list.txt", "testing_list.txt")
+
+# MFCC parameters equal to torchaudio.transforms.MFCC(sample_rate=16000, n_mfcc=20, log_mels=True,
+# melkwargs=dict(n_fft=200, n_mels=64)) with its defaults filled in: 200-sample (12.5 ms) periodic
+# Hann window, hop 100 (= n_fft // 2), centred frames with reflect padding -> 1 + 16000 // 100 = 161
+# frames; power spectrogram; 64 HTK-scale mel filters from 0 to 8000 Hz without area normalisation;
+# log(mel + 1e-6); orthonormal DCT-II keeping 20 coefficients.
+MFCC_PARAMS = dict(sr=SAMPLE_RATE, n_fft=200, win_length=200, hop_length=100, window="hann",
+                   center=True, pad_mode="reflect", power=2.0, n_mels=64, fmin=0.0, fmax=8000.0,
+                   htk=True, norm=None, log_offset=1e-6, n_mfcc=20, dct_type=2, dct_norm="ortho")
+MFCC_FRAMES = 1 + CLIP_LEN // MFCC_PARAMS["hop_length"]  # 161
+
+
+def mfcc_features(waves: np.ndarray) -> np.ndarray:
+    """MFCC of S4 Table 5's MFCC column: waves (..., 16000) float -> (..., 161, 20) float32."""
+    import librosa  # optional dependency (pip install librosa); imported only for MFCC
+
+    p = MFCC_PARAMS
+    mel = librosa.feature.melspectrogram(
+        y=np.asarray(waves, dtype=np.float32), sr=p["sr"], n_fft=p["n_fft"], hop_length=p["hop_length"],
+        win_length=p["win_length"], window=p["window"], center=p["center"], pad_mode=p["pad_mode"],
+        power=p["power"], n_mels=p["n_mels"], fmin=p["fmin"], fmax=p["fmax"], htk=p["htk"], norm=p["norm"])
+    # (..., 64, 161); with n_fft=200 a few low mel filters cover no FFT bin and stay 0 (as in torchaudio)
+    log_mel = np.log(mel + p["log_offset"])
+    mfcc = librosa.feature.mfcc(S=log_mel, n_mfcc=p["n_mfcc"], dct_type=p["dct_type"], norm=p["dct_norm"])
+    return np.ascontiguousarray(np.swapaxes(mfcc, -1, -2), dtype=np.float32)  # (..., 161, 20)
+
+
+def read_wav(path: Path) -> np.ndarray:
+    """16-bit mono 16 kHz PCM WAV -> int16 samples (n,). DatasetError naming the file otherwise."""
+    try:
+        with wave.open(str(path), "rb") as w:
+            fmt = (w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getcomptype())
+            frames = w.readframes(w.getnframes())
+    except (wave.Error, EOFError, OSError) as exc:
+        raise DatasetError(f"Speech Commands: cannot read WAV file {path}: {exc}. "
+                           f"{how_to_get('speech_commands')}") from exc
+    if fmt != (1, 2, SAMPLE_RATE, "NONE"):
+        raise DatasetError(f"Speech Commands: {path} is (channels, bytes/sample, rate, compression) = {fmt}, "
+                           f"expected (1, 2, {SAMPLE_RATE}, 'NONE'). {how_to_get('speech_commands')}")
+    x = np.frombuffer(frames, dtype="<i2")
+    if len(x) > CLIP_LEN:
+        raise DatasetError(f"Speech Commands: {path} has {len(x)} samples, more than the {CLIP_LEN} of a "
+                           f"1-second clip. {how_to_get('speech_commands')}")
+    return x
+
+
+def _read_list(path: Path) -> set[str]:
+    with open(path, "r", encoding="utf-8") as f:
+        return {ln.strip() for ln in f if ln.strip()}
+
+
+def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[str, int]]]:
+    """Files of `words` per split by the official lists: {'train'|'val'|'test': [(rel_path, label)]}.
+
+    Raises DatasetError naming the folder/list file when the layout is incomplete.
+    """
+    if not folder.is_dir():
+        raise DatasetError(f"Speech Commands: no directory {folder} (expected the contents of "
+                           f"speech_commands_v0.02.tar.gz in it). {how_to_get('speech_commands')}")
+    missing = [str(folder / n) for n in LIST_FILES if not (folder / n).is_file()]
+    missing += [str(folder / w) for w in words if not (folder / w).is_dir()]
+    if missing:
+        raise DatasetError(f"Speech Commands: the directory {folder} does not hold the v0.02 layout; "
+                           f"missing: {', '.join(missing)}. {how_to_get('speech_commands')}")
+    val_list, test_list = (_read_list(folder / n) for n in LIST_FILES)
+    splits: dict[str, list[tuple[str, int]]] = {"train": [], "val": [], "test": []}
+    seen = set()
+    for label, word in enumerate(words):
+        names = sorted(p.name for p in (folder / word).iterdir() if p.suffix.lower() == ".wav")
+        if not names:
+            raise DatasetError(f"Speech Commands: {folder / word} holds no .wav files. "
+                               f"{how_to_get('speech_commands')}")
+        for name in names:
+            rel = f"{word}/{name}"
+            seen.add(rel)
+            split = "val" if rel in val_list else "test" if rel in test_list else "train"
+            splits[split].append((rel, label))
+    wanted = set(words)
+    for list_name, entries in zip(LIST_FILES, (val_list, test_list)):
+        dangling = sorted(e for e in entries if e.split("/", 1)[0] in wanted and e not in seen)
+        if dangling:
+            raise DatasetError(f"Speech Commands: {folder / list_name} names {len(dangling)} files that are not "
+                               f"in {folder}, e.g. {', '.join(dangling[:3])} (incomplete extraction?). "
+                               f"{how_to_get('speech_commands')}")
+    return splits
+
+
+class WaveformDataset(Dataset):
+    """int16 clips (n, 16000) -> (x (16000 // decimation, 1) float, y long), normalised."""
+
+    def __init__(self, waves: torch.Tensor, labels: torch.Tensor, mean: float, std: float,
+                 decimation: int = 1) -> None:
+        self.waves, self.labels = waves, labels  # (n, 16000) int16, (n,) int64
+        self.mean, self.std, self.decimation = mean, std, decimation
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.waves[i, :: self.decimation].float() / 32768.0  # naive decimation (S4D Table 11)
+        return ((x - self.mean) / self.std).unsqueeze(-1), self.labels[i]  # (L, 1), ()
+
+
+def load_speech_commands(data_dir: Optional[Path] = None, *, subset: str = "sc10", features: str = "raw",
+                         test_decimation: int = 1, cache: bool = True) -> TaskData:
+    """Speech Commands v0.02 classification (S4 Table 5, S4D Tables 4 and 11).
+
+    data_dir is the data root; the tarball contents are read from ``<data_dir>/speech_commands/``.
+    subset: 'sc10' | 'sc35'; features: 'raw' (16000, 1) | 'mfcc' (161, 20);
+    test_decimation: 1, or 2 for the 8 kHz test (raw only; info['test_rate'] = 2.0).
+    """
+    if subset not in ("sc10", "sc35"):
+        raise ValueError(f"subset must be 'sc10' or 'sc35', got {subset!r}")
+    if features not in ("raw", "mfcc"):
+        raise ValueError(f"features must be 'raw' or 'mfcc', got {features!r}")
+    if not isinstance(test_decimation, int) or test_decimation < 1:
+        raise ValueError(f"test_decimation must be a positive int, got {test_decimation!r}")
+    if test_decimation != 1 and features != "raw":
+        raise ValueError("test_decimation applies to raw waveforms only (features='raw')")
+    root = data_root(data_dir)
+    folder = root / SPEECH_COMMANDS_DIR
+    words = SC10_WORDS if subset == "sc10" else SPEECH_COMMANDS_WORDS
+    splits = scan_splits(folder, words)
+    key = {"v": 1, "subset": subset, "features": features,
+           "sources": source_fingerprint([folder / n for n in LIST_FILES]),
+           "files": {k: len(v) for k, v in splits.items()}}
+
+    def build() -> dict:
+        out: dict = {}
+        for split, items in splits.items():
+            waves = np.zeros((len(items), CLIP_LEN), dtype=np.int16)  # zero-padded at the end
+            for i, (rel, _) in enumerate(tqdm(items, desc=f"Speech Commands {split}", disable=None, leave=False)):
+                x = read_wav(folder / rel)
+                waves[i, : len(x)] = x
+            out[f"{split}_y"] = torch.tensor([lab for _, lab in items], dtype=torch.int64)
+            if features == "raw":
+                out[f"{split}_x"] = torch.from_numpy(waves)  # (n, 16000) int16
+            else:
+                feats = [mfcc_features(waves[s: s + 1024].astype(np.float32) / 32768.0)
+                         for s in range(0, len(waves), 1024)]
+                out[f"{split}_x"] = torch.from_numpy(np.concatenate(feats) if feats else
+                                                     np.zeros((0, MFCC_FRAMES, 20), np.float32))
+        tr = out["train_x"]
+        if features == "raw":  # one mean/std over every training sample (float64 accumulation)
+            s = torch.zeros((), dtype=torch.float64)
+            s2 = torch.zeros((), dtype=torch.float64)
+            for c in range(0, len(tr), 4096):
+                chunk = tr[c: c + 4096].double() / 32768.0
+                s, s2 = s + chunk.sum(), s2 + (chunk * chunk).sum()
+            n = tr.numel()
+            mean = s / n
+            out["mean"], out["std"] = mean, ((s2 - n * mean * mean) / (n - 1)).clamp_min(0).sqrt()
+        else:  # per-coefficient mean/std over training items and frames (the S4 code's normalisation)
+            flat = tr.reshape(-1, tr.shape[-1]).double()
+            out["mean"], out["std"] = flat.mean(0), flat.std(0)
+        return out
+
+    t = cached(root, f"speech_commands-{subset}-{features}", key, build, enabled=cache)
+    eps = 1e-5  # as the S4 code: (x - mean) / (std + 1e-5)
+    info = {"source": str(folder), "subset": subset, "features": features, "classes": list(words),
+            "split": "official validation_list.txt / testing_list.txt; train = files in neither",
+            "sizes": {k: len(v) for k, v in splits.items()}}
+    if features == "raw":
+        mean, std = float(t["mean"]), float(t["std"]) + eps
+        ds = {k: WaveformDataset(t[f"{k}_x"], t[f"{k}_y"], mean, std,
+                                 decimation=test_decimation if k == "test" else 1)
+              for k in ("train", "val", "test")}
+        info.update(normalisation=f"(x - {mean:.6g}) / {std:.6g}: one train mean/std, x = int16 / 32768",
+                    sample_rate=SAMPLE_RATE, padding="zeros at the end to 16000 samples")
+        if test_decimation != 1:
+            info.update(test_decimation=test_decimation, test_sample_rate=SAMPLE_RATE // test_decimation,
+                        test_seq_len=len(range(0, CLIP_LEN, test_decimation)),
+                        test_rate=float(test_decimation),
+                        test_note=("test audio naively decimated (every k-th sample, no filter); run the "
+                                   "model on the test set with its step size multiplied by test_rate"))
+        seq_len, d_input = CLIP_LEN, 1
+    else:
+        mean, std = t["mean"].float(), t["std"].float() + eps
+        ds = {k: TensorDataset((t[f"{k}_x"] - mean) / std, t[f"{k}_y"]) for k in ("train", "val", "test")}
+        info.update(mfcc_params={k: v for k, v in MFCC_PARAMS.items()},
+                    normalisation="per-coefficient train mean/std (as the S4 code)")
+        seq_len, d_input = MFCC_FRAMES, MFCC_PARAMS["n_mfcc"]
+    name = f"{subset}-{features}" + (f"-test{SAMPLE_RATE // test_decimation // 1000}khz" if test_decimation != 1 else "")
+    return TaskData(name=name, train=ds["train"], val=ds["val"], test=ds["test"], seq_len=seq_len,
+                    d_output=len(words), d_input=d_input, info=info)

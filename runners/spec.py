@@ -1,0 +1,214 @@
+"""Specs: one YAML file per paper table in reproductions/, with a configuration per tier.
+
+    id, paper, table, title, groups, runner, make, plots, tiers: {smoke, budget, full}
+    include: a file (or list) of shared settings, deep-merged underneath this one.
+
+Each tier's mapping holds the framework keys ``device`` and ``seed``; the rest is the runner's config,
+built into the runner's dataclass with every unknown key or wrong type reported with file and key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TIERS = ("smoke", "budget", "full")
+GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
+PAPERS = ("s4", "s4d")
+TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups", "runner", "make", "plots", "tiers"}
+REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots"}
+FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
+SPEC_DIR = Path("reproductions")
+
+
+class SpecError(ValueError):
+    """A spec or expected file is invalid: the message names the file, the key and what is allowed."""
+
+
+@dataclass
+class TierSpec:
+    device: str
+    seed: int
+    config: Any  # the runner's config dataclass instance
+    raw: dict
+
+
+@dataclass
+class Spec:
+    path: Path
+    id: str
+    paper: str
+    table: str
+    title: str
+    groups: list[str]
+    runner: str
+    make: str
+    plots: list[str]
+    tiers: dict[str, TierSpec]
+    resolved: dict = field(repr=False)
+    description: str = ""
+
+
+def _deep_merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise SpecError(f"{path}: file not found") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}: top level must be a mapping")
+    return doc
+
+
+def resolve_includes(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """The spec with its ``include:`` files merged underneath it (includes relative to the including file)."""
+    path = path.resolve()
+    if path in _seen:
+        raise SpecError(f"{path}: include cycle: {' -> '.join(str(p) for p in (*_seen, path))}")
+    doc = _read_yaml(path)
+    includes = doc.pop("include", [])
+    if isinstance(includes, str):
+        includes = [includes]
+    if not (isinstance(includes, list) and all(isinstance(i, str) for i in includes)):
+        raise SpecError(f"{path}: key 'include' must be a file name or a list of file names")
+    merged: dict = {}
+    for inc in includes:
+        merged = _deep_merge(merged, resolve_includes(path.parent / inc, (*_seen, path)))
+    return _deep_merge(merged, doc)
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, arg) for arg in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        return isinstance(value, list) and (not args or args[0] is Ellipsis or
+                                            all(_type_ok(v, args[0]) for v in value))
+    if origin is dict or tp is dict:
+        return isinstance(value, dict)
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    return isinstance(value, tp) if isinstance(tp, type) else True
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def build_config(cls: type, raw: dict, where: str) -> Any:
+    """Instantiate the runner's config dataclass from a mapping; errors name ``where`` and the key."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(fields)} (and {sorted(FRAMEWORK_KEYS)})")
+    missing = [n for n, f in fields.items() if n not in raw and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise SpecError(f"{where}: missing required key(s) {missing}")
+    values = {}
+    for name, value in raw.items():
+        if not _type_ok(value, hints[name]):
+            raise SpecError(f"{where}.{name}: expected {_type_name(hints[name])}, got {value!r}")
+        values[name] = tuple(value) if typing.get_origin(hints[name]) is tuple else value
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:  # __post_init__ validation of the runner
+        raise SpecError(f"{where}: {exc}") from exc
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load, merge includes, validate against the registry; raise SpecError naming the file and key."""
+    from . import registry
+
+    path = Path(path)
+    doc = resolve_includes(path)
+    unknown = sorted(set(doc) - TOP_KEYS)
+    if unknown:
+        raise SpecError(f"{path}: unknown top-level key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
+    missing = sorted(REQUIRED_TOP - set(doc))
+    if missing:
+        raise SpecError(f"{path}: missing top-level key(s) {missing}")
+    for key in ("id", "table", "title", "runner", "make"):
+        if not isinstance(doc[key], str) or not doc[key].strip():
+            raise SpecError(f"{path}: key '{key}' must be a non-empty string, got {doc[key]!r}")
+    if doc["paper"] not in PAPERS:
+        raise SpecError(f"{path}: key 'paper' is {doc['paper']!r}; allowed: {', '.join(PAPERS)}")
+    groups = doc["groups"]
+    if not (isinstance(groups, list) and groups and all(g in GROUPS for g in groups)):
+        raise SpecError(f"{path}: key 'groups' must be a non-empty list from {list(GROUPS)}, got {groups!r}")
+    try:
+        entry = registry.get(doc["runner"])
+    except KeyError:
+        raise SpecError(f"{path}: key 'runner' is {doc['runner']!r}, not a registered runner; allowed: "
+                        f"{', '.join(sorted(registry.load_all()))}") from None
+    plots = doc.get("plots", []) or []
+    from .plots import PLOTS
+
+    bad = [p for p in plots if p not in PLOTS]
+    if bad:
+        raise SpecError(f"{path}: key 'plots' names unknown plot(s) {bad}; registered: {sorted(PLOTS)}")
+    tiers_raw = doc["tiers"]
+    if not isinstance(tiers_raw, dict) or set(tiers_raw) != set(TIERS):
+        got = sorted(tiers_raw) if isinstance(tiers_raw, dict) else tiers_raw
+        raise SpecError(f"{path}: key 'tiers' must map exactly {list(TIERS)} to configs, got {got}")
+    tiers = {}
+    for tier in TIERS:
+        raw = dict(tiers_raw[tier] or {})
+        where = f"{path}: tiers.{tier}"
+        device = raw.pop("device", "cpu")
+        if device not in FRAMEWORK_KEYS["device"]:
+            raise SpecError(f"{where}.device: {device!r} not allowed; choose one of {list(FRAMEWORK_KEYS['device'])}")
+        seed = raw.pop("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise SpecError(f"{where}.seed: expected an integer, got {seed!r}")
+        tiers[tier] = TierSpec(device, seed, build_config(entry.config, raw, where), dict(tiers_raw[tier] or {}))
+    if tiers["smoke"].device != "cpu":
+        raise SpecError(f"{path}: tiers.smoke.device must be 'cpu' (the smoke tier runs in CI, which has no GPU)")
+    return Spec(path=path, id=doc["id"], paper=doc["paper"], table=doc["table"], title=doc["title"],
+                groups=list(groups), runner=doc["runner"], make=doc["make"], plots=list(plots), tiers=tiers,
+                resolved=doc, description=doc.get("description", ""))
+
+
+def spec_paths(root: Path | None = None) -> list[Path]:
+    """All table specs (files starting with '_' are shared includes, not tables)."""
+    return sorted(p for p in (root or SPEC_DIR).glob("*.yaml") if not p.name.startswith("_"))
+
+
+def find_spec(name: str, root: Path | None = None) -> Path:
+    """A spec path from a path, a file name, or a spec id."""
+    p = Path(name)
+    if p.suffix == ".yaml" and p.exists():
+        return p
+    for path in spec_paths(root):
+        if path.stem == name or path.stem == name.replace("-", "_"):
+            return path
+        try:
+            if resolve_includes(path).get("id") == name:
+                return path
+        except SpecError:
+            continue
+    known = ", ".join(resolve_includes(p).get("id", p.stem) for p in spec_paths(root))
+    raise SpecError(f"no spec named {name!r} under {root or SPEC_DIR}; known: {known}")
