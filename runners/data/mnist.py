@@ -51,7 +51,7 @@ def read_idx(path: Path) -> np.ndarray:
         raise DatasetError(
             f"MNIST: IDX file {path} holds {len(raw) - header} data bytes but its header "
             f"{tuple(dims)} says {n_bytes} (truncated or corrupt). {how_to_get('mnist')}")
-    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims)
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims).copy()  # writable
 
 
 def _find(folder: Path, name: str) -> Optional[Path]:
@@ -126,9 +126,9 @@ def load_mnist(data_dir: Optional[Path] = None, *, permute: bool = False, perm_s
     def build() -> dict:
         tr_x, tr_y = _read_split(folder, "train")
         te_x, te_y = _read_split(folder, "t10k")
-        return {"train_x": torch.from_numpy(tr_x.reshape(len(tr_x), -1).copy()),  # (n, 784) uint8
+        return {"train_x": torch.from_numpy(tr_x.reshape(len(tr_x), -1)),  # (n, 784) uint8
                 "train_y": torch.from_numpy(tr_y.astype(np.int64)),
-                "test_x": torch.from_numpy(te_x.reshape(len(te_x), -1).copy()),
+                "test_x": torch.from_numpy(te_x.reshape(len(te_x), -1)),
                 "test_y": torch.from_numpy(te_y.astype(np.int64))}
 
     t = cached(root, "mnist", {"v": 1, "sources": source_fingerprint(sources)}, build, enabled=cache)

@@ -25,6 +25,7 @@ loaders normalise each time step separately; here one mean/std for the single ch
 """
 from __future__ import annotations
 
+import warnings
 import wave
 from pathlib import Path
 from typing import Optional
@@ -58,11 +59,13 @@ def mfcc_features(waves: np.ndarray) -> np.ndarray:
     import librosa  # optional dependency (pip install librosa); imported only for MFCC
 
     p = MFCC_PARAMS
-    mel = librosa.feature.melspectrogram(
-        y=np.asarray(waves, dtype=np.float32), sr=p["sr"], n_fft=p["n_fft"], hop_length=p["hop_length"],
-        win_length=p["win_length"], window=p["window"], center=p["center"], pad_mode=p["pad_mode"],
-        power=p["power"], n_mels=p["n_mels"], fmin=p["fmin"], fmax=p["fmax"], htk=p["htk"], norm=p["norm"])
-    # (..., 64, 161); with n_fft=200 a few low mel filters cover no FFT bin and stay 0 (as in torchaudio)
+    with warnings.catch_warnings():  # "Empty filters detected": expected for n_fft=200, n_mels=64
+        warnings.filterwarnings("ignore", message="Empty filters detected")
+        mel = librosa.feature.melspectrogram(
+            y=np.asarray(waves, dtype=np.float32), sr=p["sr"], n_fft=p["n_fft"], hop_length=p["hop_length"],
+            win_length=p["win_length"], window=p["window"], center=p["center"], pad_mode=p["pad_mode"],
+            power=p["power"], n_mels=p["n_mels"], fmin=p["fmin"], fmax=p["fmax"], htk=p["htk"], norm=p["norm"])
+    # mel (..., 64, 161); with n_fft=200 a few low mel filters cover no FFT bin and stay 0 (as in torchaudio)
     log_mel = np.log(mel + p["log_offset"])
     mfcc = librosa.feature.mfcc(S=log_mel, n_mfcc=p["n_mfcc"], dct_type=p["dct_type"], norm=p["dct_norm"])
     return np.ascontiguousarray(np.swapaxes(mfcc, -1, -2), dtype=np.float32)  # (..., 161, 20)

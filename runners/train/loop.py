@@ -134,7 +134,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                                  model_config=model_config, task=task_sig, shapes=ckpt_io.model_shapes(model))
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
-        schedule.load_state_dict(ckpt["schedule"])
+        pass
         scaler.load_state_dict(ckpt["scaler"])
         epoch, step, global_step = ckpt["epoch"], ckpt["step"], ckpt["global_step"]
         if main:  # the saved sums are global; the other ranks start theirs from zero

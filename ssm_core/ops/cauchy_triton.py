@@ -1,0 +1,405 @@
+"""Symmetric Cauchy product as Triton kernels, forward and backward, with a thin autograd wrapper.
+
+S4 (Gu et al., ICLR 2022), Algorithm 1 step 3 and Lemma C.3: the generating function of the
+DPLR kernel at the nodes z is a sum of Cauchy terms. With the state stored as halves of
+conjugate pairs the product is symmetric:
+
+    out[b, l] = sum_n v[b,n] / (z[l] - w[b,n]) + conj(v[b,n]) / (z[l] - conj(w[b,n]))
+
+Forward. The two terms of a pair share one denominator. With a = Re z - Re w:
+
+    v/(z-w) + v̄/(z-w̄) = (2 Re v * a - 2 Im v Im w + 2i Re v Im z) / D,
+    D = (z-w)(z-w̄) = a² - (Im z - Im w)(Im z + Im w) + 2i a Im z,
+
+so each (n, l) costs one real reciprocal; D is formed from differences, not from the expanded
+quadratic, so its rounding error stays below 2 eps |D| (near-unstable w, real w included).
+
+Backward (PyTorch's convention for complex gradients, conjugate Wirtinger): with g = dLoss/dout,
+
+    grad_v = conj(S1),      S1[n] = sum_l ḡ_l / (z_l - w) + g_l / (z̄_l - w)
+    grad_w = conj(v * S2),  S2[n] = sum_l ḡ_l / (z_l - w)² + g_l / (z̄_l - w)²
+
+and again the pair shares E = (z-w)(z̄-w) = a² + (Im z - Im w)(Im z + Im w) - 2i a Im w:
+
+    S1 terms = 2 (Re g * a - Im g Im z - i Re g Im w) / E
+    S2 terms = (2 Re g - 4 Im z * q / E) / E,   q = Re g Im z + Im g (a - i Im w).
+
+Scaling. Nodes far from the poles (|z| up to ~1e4 for S4's bilinear nodes at L = 16384, and
+~1e8 next to omega = -1) would overflow |D|²; every geometric quantity is multiplied by
+kappa_l = 1 / max(1, |Re z_l|, |Im z_l|), which leaves each term unchanged.
+
+Memory: O(B (N + L)). The forward kernel holds a (BLOCK_N, BLOCK_L) tile in registers and
+loops over n; the backward kernel loops over l and reduces in registers; nothing of size
+B x N x L exists. complex64 computes in float32, complex128 in float64.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from .backend import BackendUnavailable
+
+try:  # triton >= 3.4 keeps its environment switches in triton.knobs
+    from triton import knobs as _knobs
+
+    INTERPRET = bool(_knobs.runtime.interpret)
+except (ImportError, AttributeError):  # pragma: no cover - older triton
+    INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+#: Minimum number of programs the backward kernel aims for (None: 2 x the GPU's SM count on
+#: CUDA, 1 under the interpreter). Tests lower it to exercise the split-over-L path.
+MIN_PROGRAMS: int | None = None
+
+
+# ----------------------------------------------------------------------------- shared helpers
+# (also used by vandermonde_triton.py)
+
+def autotune_configs(space: list[tuple[dict, int]], interpret: dict) -> list[triton.Config]:
+    """The GPU search space, or one small config under TRITON_INTERPRET (keeps CPU tests fast)."""
+    if INTERPRET:
+        return [triton.Config(interpret, num_warps=1)]
+    return [triton.Config(kw, num_warps=w) for kw, w in space]
+
+
+def check_device(*tensors: Tensor, op: str) -> torch.device:
+    """All tensors on one device, and that device can run Triton here (else BackendUnavailable)."""
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != device:
+            raise ValueError(f"{op}: all inputs must be on one device, got {device} and {t.device}")
+    if device.type == "cpu" and not INTERPRET:
+        raise BackendUnavailable(
+            f"{op}: Triton kernels got CPU tensors but {__name__} was imported without TRITON_INTERPRET=1 "
+            "(set it before the first import of the kernels, or use backend='torch')")
+    if device.type not in ("cpu", "cuda"):
+        raise BackendUnavailable(f"{op}: Triton kernels support CUDA tensors, not device type '{device.type}'")
+    return device
+
+
+_REAL_OK = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_COMPLEX_OK = (torch.complex32, torch.complex64, torch.complex128)
+
+
+def complex_dtype(*tensors: Tensor, op: str) -> torch.dtype:
+    """complex128 if any input is double precision, else complex64 (the fast path)."""
+    wide = False
+    for t in tensors:
+        if t.dtype not in _REAL_OK + _COMPLEX_OK:
+            raise TypeError(f"{op}: inputs must be floating or complex tensors (complex64 or complex128 "
+                            f"preferred), got {t.dtype}")
+        wide |= t.dtype in (torch.float64, torch.complex128)
+    return torch.complex128 if wide else torch.complex64
+
+
+def as_real(t: Tensor) -> Tensor:
+    """Contiguous float view (..., 2) of a complex tensor (resolves lazy conj/neg bits)."""
+    return torch.view_as_real(t.resolve_conj().resolve_neg().contiguous())
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def min_programs(device: torch.device) -> int:
+    if MIN_PROGRAMS is not None:
+        return MIN_PROGRAMS
+    if device.type == "cuda":
+        return 2 * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return 1
+
+
+def split_count(rows: int, max_splits: int, device: torch.device) -> int:
+    """How many programs share one row's reduction over L so that the grid fills the device."""
+    want = -(-min_programs(device) // max(rows, 1))
+    return max(1, min(want, max_splits))
+
+
+def launch_guard(device: torch.device):
+    """Triton launches on the current CUDA device; make it the tensors' device."""
+    if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
+        return torch.cuda.device(device)
+    return _NullContext()
+
+
+class _NullContext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ----------------------------------------------------------------------------- forward kernel
+
+@triton.jit
+def _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, kappa,
+               BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """Add the pairs n0 .. n0+BLOCK_N-1 to the (BLOCK_N, BLOCK_L) accumulators (scaled by 1/kappa)."""
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    if MASKED:
+        mask_n = offs_n < N
+        vr = tl.load(v_row + 2 * offs_n, mask=mask_n, other=0.0)
+        vi = tl.load(v_row + 2 * offs_n + 1, mask=mask_n, other=0.0)
+        wr = tl.load(w_row + 2 * offs_n, mask=mask_n, other=0.0)
+        wi = tl.load(w_row + 2 * offs_n + 1, mask=mask_n, other=0.0)
+    else:
+        vr = tl.load(v_row + 2 * offs_n)
+        vi = tl.load(v_row + 2 * offs_n + 1)
+        wr = tl.load(w_row + 2 * offs_n)
+        wi = tl.load(w_row + 2 * offs_n + 1)
+    alpha = (2.0 * vr)[:, None]                       # (BLOCK_N, 1)
+    c = (-2.0 * vi * wi)[:, None]                     # (BLOCK_N, 1)
+    a = zrk[None, :] - wr[:, None] * kappa[None, :]   # kappa (Re z - Re w)      (BLOCK_N, BLOCK_L)
+    wik = wi[:, None] * kappa[None, :]                # kappa Im w
+    b1 = zik[None, :] - wik                           # kappa (Im z - Im w)
+    b2 = zik[None, :] + wik                           # kappa (Im z + Im w)
+    d_re = a * a - b1 * b2                            # kappa² D
+    d_im = 2.0 * a * zik[None, :]
+    inv = 1.0 / (d_re * d_re + d_im * d_im)
+    if MASKED:
+        inv = tl.where(mask_n[:, None], inv, 0.0)
+    n_re = alpha * a + c * kappa[None, :]             # kappa * numerator
+    n_im = alpha * zik[None, :]
+    acc_re += (n_re * d_re + n_im * d_im) * inv       # numerator * conj(D) / |D|²
+    acc_im += (n_im * d_re - n_re * d_im) * inv
+    return acc_re, acc_im
+
+
+_FWD_SPACE = [
+    ({"BLOCK_N": 8, "BLOCK_L": 128}, 4),
+    ({"BLOCK_N": 8, "BLOCK_L": 256}, 4),
+    ({"BLOCK_N": 16, "BLOCK_L": 128}, 4),
+    ({"BLOCK_N": 4, "BLOCK_L": 256}, 4),
+    ({"BLOCK_N": 8, "BLOCK_L": 512}, 8),
+    ({"BLOCK_N": 16, "BLOCK_L": 256}, 8),
+]
+
+
+@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 32}), key=["N", "L"])
+@triton.jit
+def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
+                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr):
+    """out[b, l] for one row b and BLOCK_L nodes. Pointers are float views (..., 2) of complex data."""
+    pid = tl.program_id(0)
+    n_tiles = tl.cdiv(L, BLOCK_L)
+    b = (pid // n_tiles).to(tl.int64)
+    tile = pid % n_tiles
+    offs_l = tile * BLOCK_L + tl.arange(0, BLOCK_L)
+    mask_l = offs_l < L
+    zr = tl.load(z_ptr + 2 * offs_l, mask=mask_l, other=0.0)
+    zi = tl.load(z_ptr + 2 * offs_l + 1, mask=mask_l, other=0.0)
+    kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)   # (BLOCK_L,)
+    zrk = zr * kappa
+    zik = zi * kappa
+    v_row = v_ptr + b * N * 2
+    w_row = w_ptr + b * N * 2
+    acc_re = tl.zeros((BLOCK_N, BLOCK_L), dtype=zr.dtype)
+    acc_im = tl.zeros((BLOCK_N, BLOCK_L), dtype=zr.dtype)
+    n_full = (N // BLOCK_N) * BLOCK_N
+    for n0 in range(0, n_full, BLOCK_N):
+        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, kappa, BLOCK_N, False)
+    if n_full < N:
+        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n_full, N, zrk, zik, kappa, BLOCK_N, True)
+    out_re = tl.sum(acc_re, axis=0) * kappa
+    out_im = tl.sum(acc_im, axis=0) * kappa
+    out_row = out_ptr + b * L * 2
+    tl.store(out_row + 2 * offs_l, out_re, mask=mask_l)
+    tl.store(out_row + 2 * offs_l + 1, out_im, mask=mask_l)
+
+
+# ----------------------------------------------------------------------------- backward kernel
+
+@triton.jit
+def _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, l0, L, wr, wi,
+              BLOCK_L: tl.constexpr, MASKED: tl.constexpr):
+    """Add the nodes l0 .. l0+BLOCK_L-1 to the S1 (halved) and S2 accumulators (BLOCK_N, BLOCK_L)."""
+    offs_l = l0 + tl.arange(0, BLOCK_L)
+    if MASKED:
+        mask_l = offs_l < L
+        zr = tl.load(z_ptr + 2 * offs_l, mask=mask_l, other=0.0)
+        zi = tl.load(z_ptr + 2 * offs_l + 1, mask=mask_l, other=0.0)
+        gr = tl.load(g_row + 2 * offs_l, mask=mask_l, other=0.0)
+        gi = tl.load(g_row + 2 * offs_l + 1, mask=mask_l, other=0.0)
+    else:
+        zr = tl.load(z_ptr + 2 * offs_l)
+        zi = tl.load(z_ptr + 2 * offs_l + 1)
+        gr = tl.load(g_row + 2 * offs_l)
+        gi = tl.load(g_row + 2 * offs_l + 1)
+    kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)   # (BLOCK_L,)
+    zrk = zr * kappa
+    zik = zi * kappa
+    g1r = gr * kappa                    # kappa g    (S1 terms)
+    g1i = gi * kappa
+    g2r = g1r * kappa                   # kappa² g   (S2 terms)
+    g2i = g1i * kappa
+    h = (g1i * zik)[None, :]
+    p = (g2r * zik)[None, :]
+    two_g2r = (2.0 * g2r)[None, :]
+    m4zik = (-4.0 * zik)[None, :]
+
+    a = zrk[None, :] - wr[:, None] * kappa[None, :]   # kappa (Re z - Re w)      (BLOCK_N, BLOCK_L)
+    wik = wi[:, None] * kappa[None, :]
+    b1 = zik[None, :] - wik
+    b2 = zik[None, :] + wik
+    e_re = a * a + b1 * b2                            # kappa² E, E = (z-w)(z̄-w)
+    e_im = -2.0 * a * wik
+    inv = 1.0 / (e_re * e_re + e_im * e_im)
+    if MASKED:
+        inv = tl.where(mask_l[None, :], inv, 0.0)
+    ir = e_re * inv                                   # 1/E = conj(E)/|E|²
+    ii = -e_im * inv
+    # S1 / 2: (Re g a - Im g Im z - i Re g Im w) / E
+    n1r = g1r[None, :] * a - h
+    n1i = -g1r[None, :] * wik
+    acc1r += n1r * ir - n1i * ii
+    acc1i += n1r * ii + n1i * ir
+    # S2: (2 Re g - 4 Im z q / E) / E
+    qr = p + g2i[None, :] * a
+    qi = -g2i[None, :] * wik
+    uqr = qr * ir - qi * ii
+    uqi = qr * ii + qi * ir
+    sr = two_g2r + m4zik * uqr
+    si = m4zik * uqi
+    acc2r += sr * ir - si * ii
+    acc2i += sr * ii + si * ir
+    return acc1r, acc1i, acc2r, acc2i
+
+
+_BWD_SPACE = [
+    ({"BLOCK_N": 16, "BLOCK_L": 64}, 4),
+    ({"BLOCK_N": 16, "BLOCK_L": 128}, 4),
+    ({"BLOCK_N": 32, "BLOCK_L": 64}, 4),
+    ({"BLOCK_N": 8, "BLOCK_L": 128}, 4),
+    ({"BLOCK_N": 16, "BLOCK_L": 128}, 8),
+    ({"BLOCK_N": 32, "BLOCK_L": 128}, 8),
+]
+
+
+@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 16}), key=["N", "L"])
+@triton.jit
+def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLITS,
+                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr):
+    """grad_v, grad_w for one row b, BLOCK_N pairs, and the share s of the nodes (tiles s, s+SPLITS, ...).
+
+    Writes partial gradients to dv/dw[(s, b, n)] (float views, (SPLITS, B, N, 2)).
+    """
+    pid = tl.program_id(0)
+    n_blocks = tl.cdiv(N, BLOCK_N)
+    s = pid % SPLITS
+    rest = pid // SPLITS
+    nb = rest % n_blocks
+    b = (rest // n_blocks).to(tl.int64)
+    offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_n = offs_n < N
+    row = b * N * 2
+    vr = tl.load(v_ptr + row + 2 * offs_n, mask=mask_n, other=0.0)
+    vi = tl.load(v_ptr + row + 2 * offs_n + 1, mask=mask_n, other=0.0)
+    wr = tl.load(w_ptr + row + 2 * offs_n, mask=mask_n, other=0.0)
+    wi = tl.load(w_ptr + row + 2 * offs_n + 1, mask=mask_n, other=0.0)
+    g_row = g_ptr + b * L * 2
+    acc1r = tl.zeros((BLOCK_N, BLOCK_L), dtype=vr.dtype)
+    acc1i = tl.zeros((BLOCK_N, BLOCK_L), dtype=vr.dtype)
+    acc2r = tl.zeros((BLOCK_N, BLOCK_L), dtype=vr.dtype)
+    acc2i = tl.zeros((BLOCK_N, BLOCK_L), dtype=vr.dtype)
+    n_full = L // BLOCK_L
+    for tile in range(s, n_full, SPLITS):
+        acc1r, acc1i, acc2r, acc2i = _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, tile * BLOCK_L, L,
+                                               wr, wi, BLOCK_L, False)
+    if (n_full * BLOCK_L < L) & (n_full % SPLITS == s):
+        acc1r, acc1i, acc2r, acc2i = _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, n_full * BLOCK_L, L,
+                                               wr, wi, BLOCK_L, True)
+    s1r = 2.0 * tl.sum(acc1r, axis=1)
+    s1i = 2.0 * tl.sum(acc1i, axis=1)
+    s2r = tl.sum(acc2r, axis=1)
+    s2i = tl.sum(acc2i, axis=1)
+    out = (s * B + b) * N * 2 + 2 * offs_n
+    tl.store(dv_ptr + out, s1r, mask=mask_n)                       # grad_v = conj(S1)
+    tl.store(dv_ptr + out + 1, -s1i, mask=mask_n)
+    tl.store(dw_ptr + out, vr * s2r - vi * s2i, mask=mask_n)       # grad_w = conj(v S2)
+    tl.store(dw_ptr + out + 1, -(vr * s2i + vi * s2r), mask=mask_n)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
+    """v, w: (B, N), z: (L,), one complex dtype -> (B, L)."""
+    B, N = v.shape
+    L = z.shape[0]
+    out = torch.empty((B, L), dtype=v.dtype, device=v.device)
+    if B == 0 or L == 0:
+        return out
+    if N == 0:
+        return out.zero_()
+    vr, wr, zr, outr = as_real(v), as_real(w), as_real(z), torch.view_as_real(out)
+    grid = lambda meta: (B * triton.cdiv(L, meta["BLOCK_L"]),)  # noqa: E731
+    with launch_guard(v.device):
+        _cauchy_fwd_kernel[grid](vr, wr, zr, outr, N, L)
+    return out
+
+
+def _backward(v: Tensor, w: Tensor, z: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
+    """Gradients (grad_v, grad_w), each (B, N), for grad = dLoss/dout (B, L) in PyTorch's convention."""
+    B, N = v.shape
+    L = z.shape[0]
+    if B == 0 or N == 0 or L == 0:
+        return torch.zeros_like(v), torch.zeros_like(w)
+    splits = split_count(B * triton.cdiv(N, 16), triton.cdiv(L, 128), v.device)
+    dv = torch.empty((splits, B, N), dtype=v.dtype, device=v.device)
+    dw = torch.empty((splits, B, N), dtype=v.dtype, device=v.device)
+    grid = lambda meta: (B * triton.cdiv(N, meta["BLOCK_N"]) * splits,)  # noqa: E731
+    with launch_guard(v.device):
+        _cauchy_bwd_kernel[grid](as_real(v), as_real(w), as_real(z), as_real(grad),
+                                 torch.view_as_real(dv), torch.view_as_real(dw), B, N, L, splits)
+    if splits == 1:
+        return dv[0], dw[0]
+    return dv.sum(0), dw.sum(0)
+
+
+class _CauchyFunction(torch.autograd.Function):
+    """Autograd wrapper: v, w (B, N) and z (L,) of one complex dtype -> (B, L)."""
+
+    @staticmethod
+    def forward(ctx, v: Tensor, w: Tensor, z: Tensor) -> Tensor:
+        ctx.save_for_backward(v, w, z)
+        return _forward(v, w, z)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        v, w, z = ctx.saved_tensors
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return None, None, None
+        dv, dw = _backward(v, w, z, grad)
+        return (dv if ctx.needs_input_grad[0] else None, dw if ctx.needs_input_grad[1] else None, None)
+
+
+def cauchy_triton(v: Tensor, z: Tensor, w: Tensor) -> Tensor:
+    """Symmetric Cauchy product sum_n v_n/(z_l - w_n) + conj(v_n)/(z_l - conj(w_n)) (S4 Lemma C.3).
+
+    v, w: (..., N) complex; z: (L,) complex -> (..., L) complex. complex64 computes in float32,
+    complex128 in float64; real inputs are promoted. Gradients flow to v and w (not to z).
+    """
+    op = "cauchy (triton)"
+    if v.shape != w.shape:
+        raise ValueError(f"{op}: v and w must have the same shape, got {tuple(v.shape)} and {tuple(w.shape)}")
+    if v.dim() < 1:
+        raise ValueError(f"{op}: v and w must have a last axis N, got a 0-d tensor")
+    if z.dim() != 1:
+        raise ValueError(f"{op}: z must be 1-D (L,), got shape {tuple(z.shape)}")
+    if z.requires_grad:
+        raise ValueError("cauchy: gradients with respect to the nodes z are not supported (z must not require grad)")
+    check_device(v, w, z, op=op)
+    dtype = complex_dtype(v, w, z, op=op)
+    lead, n = v.shape[:-1], v.shape[-1]
+    v2 = v.to(dtype).reshape(-1, n)   # (B, N)
+    w2 = w.to(dtype).reshape(-1, n)   # (B, N)
+    z2 = z.to(dtype)                  # (L,)
+    out = _CauchyFunction.apply(v2, w2, z2)  # (B, L)
+    return out.reshape(*lead, z.shape[0])

@@ -1,0 +1,92 @@
+"""The structured kernels against the dense reference (S4 Algorithm 1, S4D eq. 7), float64."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ssm_core.kernels import DiagKernel, DPLRKernel, dense_kernel
+from ssm_core.kernels.params import as_complex, real_part
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+def _diag_dense_parts(k: DiagKernel):
+    """The full (both conjugate halves) diagonal state space of a DiagKernel, as dense matrices."""
+    lam = torch.complex(real_part(k.a_real, k.real_transform), k.a_imag).expand(k.h, -1)
+    a = torch.diag_embed(torch.cat([lam, lam.conj()], -1))
+    b = as_complex(k.b).expand(k.h, -1)
+    c = as_complex(k.c)
+    return a, torch.cat([b, b.conj()], -1), torch.cat([c, c.conj()], -1), torch.exp(k.log_dt)
+
+
+@pytest.mark.parametrize("init", ["legs", "legt", "fout"])
+@pytest.mark.parametrize("length", [1024, 1023])
+def test_dplr_kernel_equals_dense_reference(init: str, length: int) -> None:
+    torch.manual_seed(1)
+    kern = DPLRKernel(d_model=2, d_state=64, channels=2, init=init).double()
+    a, b, c, dt = kern.full_state()
+    ref = dense_kernel(a, b, c, dt, length)
+    assert _rel(kern(length), ref) < 1e-6
+
+
+@pytest.mark.parametrize("init", ["legs", "inv", "lin", "quad", "real"])
+@pytest.mark.parametrize("disc", ["bilinear", "zoh"])
+def test_diag_kernel_equals_dense_reference(init: str, disc: str) -> None:
+    torch.manual_seed(2)
+    kern = DiagKernel(d_model=2, d_state=64, channels=2, init=init, discretization=disc).double()
+    a, b, c, dt = _diag_dense_parts(kern)
+    assert _rel(kern(1024), dense_kernel(a, b, c, dt, 1024, disc)) < 1e-6
+
+
+def test_dss_softmax_normalizes_by_vandermonde_row_sums() -> None:
+    """DSS (S4D Table 1): each mode divided by sum_l dA^l, i.e. the dense kernel with C_n / sum_l dA_n^l."""
+    torch.manual_seed(3)
+    length = 257
+    kern = DiagKernel(d_model=3, d_state=16, init="legs", discretization="zoh", real_transform="none",
+                      normalization="softmax").double()
+    a, b, c, dt = _diag_dense_parts(kern)
+    da = torch.exp(dt[:, None] * torch.diagonal(a, dim1=-2, dim2=-1))  # (H, N)
+    row_sums = torch.stack([da ** l for l in range(length)], -1).sum(-1)
+    assert _rel(kern(length), dense_kernel(a, b, c / row_sums, dt, length, "zoh")) < 1e-9
+
+
+def test_rate_scales_the_step_size() -> None:
+    torch.manual_seed(4)
+    for kern in (DiagKernel(2, 16).double(), DPLRKernel(2, 16).double()):
+        with torch.no_grad():
+            reference = kern(100, rate=2.0)
+            kern.log_dt += torch.log(torch.tensor(2.0, dtype=torch.float64))
+            assert _rel(kern(100), reference) < 1e-12
+
+
+def test_truncation_correction_makes_the_kernel_exact_at_any_length() -> None:
+    """Without C~ = C (I - dA^L) the inverse FFT would alias the tail of the infinite kernel."""
+    kern = DPLRKernel(1, 16, init="legs", dt_min=1e-3, dt_max=1e-3).double()
+    long = kern(512)
+    assert _rel(kern(128), long[..., :128]) < 1e-9
+
+
+def test_frozen_a_b_are_buffers() -> None:
+    kern = DiagKernel(4, 8, trainable_a=False, trainable_b=False)
+    names = {n for n, _ in kern.named_parameters()}
+    assert names == {"log_dt", "c"}
+    assert kern.a_imag.requires_grad is False
+
+
+def test_ssm_parameters_carry_optimizer_settings() -> None:
+    kern = DPLRKernel(4, 8, lr=5e-4)
+    marked = {n for n, p in kern.named_parameters() if getattr(p, "_optim", None) == {"lr": 5e-4, "weight_decay": 0.0}}
+    assert marked == {"log_dt", "a_real", "a_imag", "p", "b"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(discretization="euler"), "discretization"),
+    (dict(real_transform="softplus"), "real_transform"),
+    (dict(init="nope"), "unknown diagonal init"),
+    (dict(d_state=7), "even"),
+])
+def test_bad_arguments_name_the_argument(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DiagKernel(2, **{"d_state": 8, **kwargs})

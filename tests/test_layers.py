@@ -1,0 +1,114 @@
+"""SSMLayer and backbones: step mode equals convolution mode, bidirectional, rate change, errors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ssm_core import SequenceModel, SSMLayer
+from ssm_core.fftconv import bidirectional_kernel, fft_conv
+
+
+@pytest.mark.parametrize("mode, init", [("s4d", "legs"), ("s4d", "inv"), ("s4", "legs"), ("s4", "fout")])
+def test_step_mode_equals_convolution_mode(mode: str, init: str) -> None:
+    torch.manual_seed(0)
+    layer = SSMLayer(6, 16, mode=mode, init=init, channels=2, output="linear").double().eval()
+    x = torch.randn(3, 40, 6, dtype=torch.float64)
+    y = layer(x)
+    layer.setup_step()
+    state = layer.default_state(3)
+    steps = []
+    for t in range(x.shape[1]):
+        yt, state = layer.step(x[:, t], state)
+        steps.append(yt)
+    assert torch.allclose(torch.stack(steps, 1), y, atol=1e-10)
+
+
+def test_model_step_mode_equals_convolution_mode() -> None:
+    torch.manual_seed(1)
+    model = SequenceModel(3, 5, d_model=8, n_layers=2, layer=dict(mode="s4d", d_state=8), pool="none",
+                          norm="layer").double().eval()
+    x = torch.randn(2, 25, 3, dtype=torch.float64)
+    y = model(x)
+    model.setup_step()
+    state = model.default_state(2)
+    outs = []
+    for t in range(25):
+        o, state = model.step(x[:, t], state)
+        outs.append(o)
+    assert torch.allclose(torch.stack(outs, 1), y, atol=1e-10)
+
+
+def test_fft_conv_is_the_direct_convolution_causal_and_bidirectional() -> None:
+    torch.manual_seed(2)
+    B, H, L = 2, 3, 17
+    u = torch.randn(B, H, L, dtype=torch.float64)
+    k = torch.randn(2, 1, H, L, dtype=torch.float64)  # forward and backward halves
+    d = torch.randn(1, H, dtype=torch.float64)
+    direct = torch.zeros(B, H, L, dtype=torch.float64)
+    for l in range(L):
+        for j in range(L):
+            if l - j >= 0:
+                direct[..., l] += k[0, 0, :, j] * u[..., l - j]  # past and present
+            if l + j + 1 < L:
+                direct[..., l] += k[1, 0, :, j] * u[..., l + j + 1]  # strictly future
+    direct += d[0, :, None] * u
+    got = fft_conv(u, bidirectional_kernel(k), d)[:, 0]
+    assert torch.allclose(got, direct, atol=1e-10)
+    causal = fft_conv(u, k[0], d)[:, 0]
+    direct_causal = direct - torch.stack([sum(k[1, 0, :, j] * u[..., l + j + 1] for j in range(L - l - 1))
+                                          if l < L - 1 else torch.zeros(B, H, dtype=torch.float64)
+                                          for l in range(L)], -1)
+    assert torch.allclose(causal, direct_causal, atol=1e-10)
+
+
+def test_bidirectional_layer_sees_the_future_and_causal_does_not() -> None:
+    torch.manual_seed(3)
+    x = torch.randn(1, 30, 4, dtype=torch.float64)
+    x2 = x.clone()
+    x2[:, 20:] += 1.0
+    for bidirectional, changed in ((False, False), (True, True)):
+        layer = SSMLayer(4, 8, bidirectional=bidirectional).double()
+        diff = (layer(x) - layer(x2))[:, :20].abs().max().item()
+        assert (diff > 1e-8) == changed
+
+
+def test_rate_change_keeps_the_continuous_time_response() -> None:
+    """A smooth signal sampled at half the rate, with dt doubled (rate=2), gives the same outputs at the
+    shared time points (S4 Section 4.3, Sampling Resolution Change)."""
+    torch.manual_seed(4)
+    layer = SSMLayer(4, 16, mode="s4d", init="legs", output="none", dt_min=1e-3, dt_max=3e-3).double()
+    t = torch.linspace(0, 1, 2001, dtype=torch.float64)
+    x = torch.stack([torch.sin(2 * torch.pi * f * t) for f in (1, 2, 3, 0.5)], -1)[None]  # (1, 2001, 4)
+    full = layer(x)[:, ::2]
+    half = layer(x[:, ::2], rate=2.0)
+    naive = layer(x[:, ::2], rate=1.0)
+    err_rate = (half - full).abs().max() / full.abs().max()
+    err_naive = (naive - full).abs().max() / full.abs().max()
+    assert err_rate < 0.05 < err_naive
+
+
+def test_dss_has_no_step_mode_and_bidirectional_has_none() -> None:
+    with pytest.raises(NotImplementedError, match="softmax"):
+        SSMLayer(4, 8, mode="dss").setup_step()
+    with pytest.raises(NotImplementedError, match="bidirectional"):
+        SSMLayer(4, 8, bidirectional=True).setup_step()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mode="s5"), "mode"), (dict(activation="swish"), "activation"), (dict(output="mlp"), "output"),
+    (dict(mode="s4", init="inv"), "init"),
+])
+def test_layer_argument_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SSMLayer(4, 8, **kwargs)
+
+
+@pytest.mark.parametrize("norm, prenorm", [("batch", True), ("layer", False)])
+def test_backbone_shapes_and_gradients(norm: str, prenorm: bool) -> None:
+    model = SequenceModel(0, 10, d_model=16, n_layers=2, vocab_size=20, norm=norm, prenorm=prenorm, dropout=0.1,
+                          layer=dict(mode="s4", d_state=8, bidirectional=True))
+    tokens = torch.randint(0, 20, (4, 33))
+    out = model(tokens)
+    assert out.shape == (4, 10)
+    out.sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
