@@ -134,7 +134,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                                  model_config=model_config, task=task_sig, shapes=ckpt_io.model_shapes(model))
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
-        pass
+        schedule.load_state_dict(ckpt["schedule"])
         scaler.load_state_dict(ckpt["scaler"])
         epoch, step, global_step = ckpt["epoch"], ckpt["step"], ckpt["global_step"]
         if main:  # the saved sums are global; the other ranks start theirs from zero
@@ -348,7 +348,7 @@ def _train_loader(task: TaskData, cfg: TrainConfig, world: int, rank: int, epoch
     sampler = DistributedSampler(task.train, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed,
                                  drop_last=True)
     sampler.set_epoch(epoch)
-    indices = list(sampler)[start_step * per_rank: steps_per_epoch * per_rank]
+    indices = list(sampler)[0: (steps_per_epoch - start_step) * per_rank]
     return _loader(task.train, indices, micro, task, cfg, device, seed=cfg.seed + epoch)
 
 

@@ -52,6 +52,38 @@ try:  # triton >= 3.4 keeps its environment switches in triton.knobs
 except (ImportError, AttributeError):  # pragma: no cover - older triton
     INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
+
+def _interpreter_numpy_shim() -> None:
+    """Let Triton 3.6's interpreter run loops with runtime bounds under NumPy >= 2.4.
+
+    The interpreter turns a scalar into a Python int with ``int(array_of_shape_(1,))``, which
+    NumPy 2.4 made a TypeError ("only 0-dimensional arrays can be converted to Python
+    scalars"), so every ``range(0, N, BLOCK)`` in a kernel fails on the CPU. This replaces that
+    one conversion with ``.item()``; it touches only the interpreter (TRITON_INTERPRET=1).
+    """
+    import numpy as np
+
+    if tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 4):
+        return
+    try:
+        from triton.runtime import interpreter as interp
+    except ImportError:  # pragma: no cover
+        return
+    original = getattr(interp, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_ssm_numpy_shim", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    patched._ssm_numpy_shim = True
+    interp._patch_lang_tensor = patched
+
+
+if INTERPRET:
+    _interpreter_numpy_shim()
+
 #: Minimum number of programs the backward kernel aims for (None: 2 x the GPU's SM count on
 #: CUDA, 1 under the interpreter). Tests lower it to exercise the split-over-L path.
 MIN_PROGRAMS: int | None = None

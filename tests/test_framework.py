@@ -1,0 +1,152 @@
+"""Spec loading, config validation, verdicts, results files and reports, on a toy runner."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runners import registry
+from runners.__main__ import main
+from runners.compare import compare, judge, latest_result, load_result
+from runners.report import report_all
+from runners.run import NotRunnable, run_spec
+from runners.spec import SpecError, load_spec
+
+
+@dataclass
+class ToyConfig:
+    value: float
+    label: str = "a"
+    sizes: list[int] = field(default_factory=lambda: [1, 2])
+
+
+@registry.register("test.toy", config=ToyConfig, kind="analytic")
+def _toy(cfg: ToyConfig, ctx: registry.RunContext) -> registry.RunOutput:
+    return registry.RunOutput(cells=[registry.Cell("r", "c", cfg.value), registry.Cell("r", "d", 2 * cfg.value)],
+                              series={"sizes": cfg.sizes}, notes=[f"toy run on {ctx.device}"])
+
+
+def _cell(column: str, paper, checks: dict, better: str = "higher") -> dict:
+    return {"row": "r", "column": column, "paper": paper, "std": None, "unit": "u", "better": better,
+            "source": "toy", "note": None, "checks": checks}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project directory with one toy spec (with an include) and its expected file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reproductions").mkdir()
+    (tmp_path / "expected").mkdir()
+    (tmp_path / "reproductions" / "_shared.yaml").write_text(yaml.safe_dump(
+        {"paper": "s4", "groups": ["analytic"], "tiers": {"smoke": {"device": "cpu", "value": 1.0}}}))
+    spec = {"include": "_shared.yaml", "id": "toy", "table": "Table 0", "title": "toy", "runner": "test.toy",
+            "make": "toy", "tiers": {"smoke": {"seed": 3}, "budget": {"value": 5.0}, "full": {"value": 10.0}}}
+    (tmp_path / "reproductions" / "toy.yaml").write_text(yaml.safe_dump(spec))
+    expected = {"table": "toy", "paper": "s4", "title": "toy", "source": "nowhere", "rows": ["r"],
+                "columns": ["c", "d"], "cells": [
+                    _cell("c", 1.0, {"smoke": {"tolerance": {"abs": 0.1}}, "budget": {"bound": {"min": 6}},
+                                     "full": {"within_factor": 2}}),
+                    _cell("d", None, {"smoke": {"ordering": {"greater_than": [{"row": "r", "column": "c"}]}},
+                                      "budget": {"not_run": "not at this tier"},
+                                      "full": {"ordering": {"less_than": [{"row": "r", "column": "c"}]}}})]}
+    expected["cells"][1]["note"] = "not in the paper"
+    (tmp_path / "expected" / "toy.yaml").write_text(yaml.safe_dump(expected))
+    return tmp_path
+
+
+def test_include_merges_and_tiers_build_configs(project: Path) -> None:
+    spec = load_spec(project / "reproductions" / "toy.yaml")
+    assert spec.paper == "s4" and spec.groups == ["analytic"]
+    assert spec.tiers["smoke"].config == ToyConfig(value=1.0) and spec.tiers["smoke"].seed == 3
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["tiers"]["full"].update(valu=1), "tiers.full: unknown key(s) ['valu']"),
+    (lambda s: s["tiers"]["full"].update(value="big"), "tiers.full.value: expected float"),
+    (lambda s: s["tiers"]["full"].update(sizes=[1, "x"]), "tiers.full.sizes"),
+    (lambda s: s.update(runner="nope"), "not a registered runner"),
+    (lambda s: s.update(colour="red"), "unknown top-level key(s) ['colour']"),
+    (lambda s: s["tiers"].pop("budget"), "must map exactly"),
+    (lambda s: s["tiers"]["smoke"].update(device="cuda"), "smoke.device must be 'cpu'"),
+    (lambda s: s["tiers"]["full"].update(device="tpu"), "tiers.full.device"),
+    (lambda s: s.update(groups=["speech"]), "groups"),
+    (lambda s: s.update(include="missing.yaml"), "file not found"),
+])
+def test_bad_spec_names_file_and_key(project: Path, edit, message: str) -> None:
+    path = project / "reproductions" / "toy.yaml"
+    spec = yaml.safe_load(path.read_text())
+    edit(spec)
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert message in str(err.value) and ("toy.yaml" in str(err.value) or "missing.yaml" in str(err.value))
+
+
+def test_include_cycle_is_reported(project: Path) -> None:
+    (project / "reproductions" / "_shared.yaml").write_text("include: toy.yaml\n")
+    with pytest.raises(SpecError, match="include cycle"):
+        load_spec(project / "reproductions" / "toy.yaml")
+
+
+def test_run_writes_new_results_and_check_and_report(project: Path, capsys: pytest.CaptureFixture) -> None:
+    spec = load_spec(project / "reproductions" / "toy.yaml")
+    first = run_spec(spec, "smoke", progress=False)
+    second = run_spec(spec, "smoke", progress=False)
+    assert first != second and first.exists() and second.exists()
+    assert not list(first.parent.glob("*.tmp"))
+    result = load_result(latest_result("toy", "smoke"))
+    assert result["config"] == {"value": 1.0, "label": "a", "sizes": [1, 2]}
+    assert result["environment"]["torch"] and result["seed"] == 3 and result["spec"]["id"] == "toy"
+    verdicts = {v.column: v.verdict for v in compare(yaml.safe_load((project / "expected/toy.yaml").read_text()),
+                                                     result, "smoke")}
+    assert verdicts == {"c": "PASS", "d": "PASS"}
+    assert main(["check", "toy", "--tier", "smoke"]) == 0
+    run_spec(spec, "full", progress=False)  # value 10: within factor 2 of 1.0 fails; d = 20 < 10 fails
+    assert main(["check", "toy", "--tier", "full"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+    report_all(project / "tables")
+    text = (project / "tables" / "toy.md").read_text()
+    assert "## Tier: full" in text and "FAIL" in text and "NOT-RUN: no results for this tier" in text
+    assert "toy" in (project / "tables" / "README.md").read_text()
+
+
+def test_cuda_tier_without_gpu_is_not_runnable(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = project / "reproductions" / "toy.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["tiers"]["budget"]["device"] = "cuda"
+    path.write_text(yaml.safe_dump(spec))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(NotRunnable, match="needs a CUDA GPU"):
+        run_spec(load_spec(path), "budget")
+
+
+@pytest.mark.parametrize("check, value, paper, better, verdict", [
+    ({"tolerance": {"abs": 1}}, 10.5, 10, "higher", "PASS"),
+    ({"tolerance": {"abs": 1}}, 12, 10, "higher", "IMPROVED"),
+    ({"tolerance": {"abs": 1}}, 8, 10, "higher", "FAIL"),
+    ({"tolerance": {"rel": 0.1}}, 8, 10, "lower", "IMPROVED"),
+    ({"bound": {"min": 5}}, 4.9, None, "higher", "FAIL"),
+    ({"bound": {"max": 5}}, 4.9, None, "lower", "PASS"),
+    ({"within_factor": 2}, 19, 10, "lower", "PASS"),
+    ({"within_factor": 2}, 21, 10, "lower", "FAIL"),
+    ({"within_factor": 2}, 4, 10, "lower", "IMPROVED"),
+    ({"tolerance": {"abs": 0}}, "X", "X", "higher", "PASS"),
+    ({"tolerance": {"abs": 1}}, "X", 10, "higher", "FAIL"),
+    ({"not_run": "why"}, 3, 10, "higher", "NOT-RUN"),
+    ({"bound": {"min": 0}}, None, 10, "higher", "NOT-RUN"),
+])
+def test_judge(check: dict, value, paper, better: str, verdict: str) -> None:
+    cell = _cell("c", paper, {"smoke": check, "budget": check, "full": check}, better)
+    assert judge(cell, "smoke", {("r", "c"): value}).verdict == verdict
+
+
+def test_ordering_against_other_cells() -> None:
+    cell = _cell("c", None, {t: {"ordering": {"less_than": [{"row": "r", "column": "d"}]}}
+                             for t in ("smoke", "budget", "full")})
+    assert judge(cell, "smoke", {("r", "c"): 1, ("r", "d"): 2}).verdict == "PASS"
+    assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): 2}).verdict == "FAIL"
+    assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): "X"}).verdict == "PASS"  # the other ran out of memory
+    assert judge(cell, "smoke", {("r", "c"): 3}).verdict == "NOT-RUN"
