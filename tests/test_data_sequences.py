@@ -318,7 +318,7 @@ def test_bidmc_errors_name_the_path(bidmc_root: Path, tmp_path_factory: pytest.T
         load_bidmc(bidmc_root, target="HR", cache=False)
     _write_ts(f, x, y, "BIDMC32HR", header="@problemName BIDMC32HR\n@timeStamps false\n@univariate false\n"
                                            "@classLabel true 0 1\n@data\n")
-    with pytest.raises(DatasetError, match=r"BIDMC32HR_TEST\.ts, line 4: @classLabel"):
+    with pytest.raises(DatasetError, match=r"BIDMC32HR_TEST\.ts, line 4: @classLabel true"):
         load_bidmc(bidmc_root, target="HR", cache=False)
     _write_ts(f, x[:, :3000], y, "BIDMC32HR")  # wrong series length
     with pytest.raises(DatasetError, match=r"BIDMC32HR_TEST\.ts"):

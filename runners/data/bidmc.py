@@ -86,8 +86,8 @@ def read_ts_regression(path: Path, *, problem_name: Optional[str] = None
                     if "@serieslength" in tags:
                         length = int(tags["@serieslength"])
                     in_data = True
-                elif key == "@classlabel":
-                    raise bad("@classLabel found: a classification file, expected a regression file with "
+                elif key == "@classlabel" and value.lower() != "false":
+                    raise bad("@classLabel true: a classification file, expected a regression file with "
                               "@targetLabel true", line_no)
                 else:
                     if key in ("@timestamps", "@univariate", "@targetlabel", "@equallength", "@missing") \

@@ -22,7 +22,6 @@ PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
 N_SPECIAL = 3
 BYTE_VOCAB_SIZE = N_SPECIAL + 256  # byte b -> id 3 + b
 
-LRA_URL = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
 CACHE_DIRNAME = "_cache"
 CACHE_VERSION = 1
 
@@ -184,12 +183,13 @@ def cache_file(root: Path, name: str, params: dict) -> Path:
 
 def cached(root: Path, name: str, params: dict, build: Callable[[], dict], enabled: bool = True) -> dict:
     """Load the dict of tensors ``build()`` makes from root/_cache, or build it and store it there
-    atomically (temp file + os.replace). An unreadable cache is rebuilt; an unwritable data
-    directory only costs the rebuild next time."""
+    atomically (temp file + os.replace). The file is memory-mapped on load (Path-X is ~3 GB), so
+    pages are read as items are. An unreadable cache is rebuilt; an unwritable data directory only
+    costs the rebuild next time."""
     path = cache_file(root, name, params)
     if enabled and path.exists():
         try:
-            return torch.load(path, weights_only=True)
+            return torch.load(path, weights_only=True, mmap=True)
         except Exception as exc:  # noqa: BLE001 -- a corrupt cache is rebuilt, never fatal
             warnings.warn(f"ignoring unreadable cache file {path}: {exc}")
     obj = build()
@@ -207,17 +207,3 @@ def cached(root: Path, name: str, params: dict, build: Callable[[], dict], enabl
         except OSError as exc:
             warnings.warn(f"could not write cache file {path}: {exc}")
     return obj
-
-
-def write_text_atomic(path: Path, text: str, newline: Optional[str] = None) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)

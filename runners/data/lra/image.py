@@ -8,8 +8,8 @@ ToTensor), or L / 255 with normalize=False.
 
 Validation split: as the S4 code (SequenceDataset.split_train_val with val_split = 0.1, seed 42):
 torch.randperm(50000) under torch.Generator().manual_seed(seed); the first 45000 indices are train,
-the rest val (this is what torch.utils.data.random_split does). LRA itself held out the last 10%
-of the training set (train[90%:]); the S4 numbers used the random split.
+the rest val (this is what torch.utils.data.random_split does). LRA's own pipeline held out the
+last 10% of the training set (train[90%:]) instead.
 """
 from __future__ import annotations
 

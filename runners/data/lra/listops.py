@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.lra.common import (EOS_ID, LRA_URL, N_SPECIAL, PadCollate, TokenDataset, cached, file_fingerprint,
+from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS, LISTOPS_SPLIT_FILES, LRA_URL
+from runners.data.lra.common import (EOS_ID, N_SPECIAL, PadCollate, TokenDataset, cached, file_fingerprint,
                                      find_task_dir, pack)
 
-LISTOPS_DIRNAME = "listops-1000"
-SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
-OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
+SPLIT_FILES = LISTOPS_SPLIT_FILES
+OPERATORS = LISTOPS_OPERATORS
 SYMBOLS = ("]",) + OPERATORS + tuple(str(d) for d in range(10))
 TOKEN_IDS = {s: N_SPECIAL + i for i, s in enumerate(SYMBOLS)}
 VOCAB_SIZE = N_SPECIAL + len(SYMBOLS)  # 18
@@ -29,7 +29,7 @@ HOW_TO_GET = (f"Get the LRA release ({LRA_URL}; it holds listops-1000/) and extr
 
 
 def tokenize_listops(source: str) -> list[str]:
-    """``"( ( [MAX 2 ) 9 ] )"`` -> ``["[MAX", "2", "9", "]"]``: parentheses dropped."""
+    """``"( ( ( [MAX 2 ) 9 ) ] )"`` -> ``["[MAX", "2", "9", "]"]``: parentheses dropped."""
     return source.replace("(", " ").replace(")", " ").split()
 
 

@@ -24,10 +24,11 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.lra.common import LRA_URL, ImageSequenceDataset, cached, file_fingerprint, find_task_dir, stack_collate
+from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
+from runners.data.lra.common import ImageSequenceDataset, cached, file_fingerprint, find_task_dir, stack_collate
 
 RESOLUTIONS = (32, 64, 128, 256)
-DIFFICULTY = "curv_contour_length_14"
+DIFFICULTY = PATHFINDER_DIFFICULTY
 
 
 def how_to_get(resolution: int) -> str:
@@ -58,8 +59,8 @@ def read_metadata(path: Path, folder: Path, resolution: int) -> list[tuple[Path,
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"Pathfinder-{resolution}: cannot read {path} as text ({exc}); the release's "
-                           f"metadata/*.npy are text files of space-separated fields. {how_to_get(resolution)}") from exc
+        raise DatasetError(f"Pathfinder-{resolution}: cannot read {path} as text ({exc}); the release's metadata/"
+                           f"*.npy are text files of space-separated fields. {how_to_get(resolution)}") from exc
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
@@ -114,7 +115,9 @@ def _build(folder: Path, resolution: int, files: list[Path], workers: int) -> di
         for done in pool.map(work, chunks):  # PIL releases the GIL while decoding
             bar.update(done)
     labels = np.array([s[1] for s in samples], dtype=np.int64)
-    return {"images": torch.from_numpy(images[keep]), "labels": torch.from_numpy(labels[keep]),
+    if not keep.all():
+        images, labels = images[keep], labels[keep]
+    return {"images": torch.from_numpy(images), "labels": torch.from_numpy(labels),
             "skipped_empty": int((~keep).sum())}
 
 

@@ -27,8 +27,11 @@ intensity snake contrast x paddle contrast, distractors the snake contrast, mark
 then scaled so its maximum is 255 (as scipy.misc.imsave did). Differences from the original
 script: lines and circles are anti-aliased by a distance ramp (not Lanczos-resized 2x drawings),
 the collision test is a hard keep-out of ``thickness + 2 margin - 0.5`` pixels between centre lines
-(the original thresholds the sum of two blurred masks), and turn angles are 5-degree steps
-(the original takes the integer pixels on a circle).
+(the original thresholds the sum of two blurred masks), turn angles are 5-degree steps (the
+original takes the integer pixels on a circle), and a target that runs into a dead end is retracted
+by 1-3 paddles and regrown (up to 30 times) where the original restarts both targets: the local
+rules are the same, but which long paths survive is conditioned differently (here, at 64 and 128,
+most 14-paddle walks from the centre run into the border, so restarting alone is slow).
 
 Layout written (the release's): ``<out>/pathfinder<R>/curv_contour_length_14/imgs/<k>/sample_<i>.png``
 and ``metadata/<k>.npy``, a text file with one line per image:
@@ -49,10 +52,11 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from runners.data.lra.common import write_text_atomic
-from runners.data.lra.pathfinder import DIFFICULTY
+from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY, write_text_atomic
 
-MAX_PAIR_ATTEMPTS = 2000
+MAX_PAIR_ATTEMPTS = 2000  # restarts of the two targets before giving up
+MAX_DEAD_ENDS = 30  # dead ends tolerated while growing the two targets before a restart
+BACKTRACK_MAX = 3  # a dead end retracts the growing target by 1..BACKTRACK_MAX paddles
 
 
 @dataclass(frozen=True)
@@ -97,57 +101,63 @@ def pathfinder_params(resolution: int) -> PathfinderParams:
     return PARAMS[resolution]
 
 
-def _unit(theta):
-    return np.stack([np.sin(theta), np.cos(theta)], axis=-1)  # (..., 2) as (dy, dx)
+def _seg_dist(py: np.ndarray, px: np.ndarray, a: tuple, b: tuple) -> np.ndarray:
+    """Distance from points (py, px) (broadcastable arrays) to the segment a-b (each (y, x))."""
+    dy, dx = b[0] - a[0], b[1] - a[1]
+    qy, qx = py - a[0], px - a[1]
+    t = np.minimum(np.maximum((qy * dy + qx * dx) * (1.0 / max(dy * dy + dx * dx, 1e-12)), 0.0), 1.0)
+    return np.hypot(qy - t * dy, qx - t * dx)
 
 
-def _seg_dist(py, px, a, b):
-    """Distance from points (py, px) to segment a-b (each (2,) as (y, x))."""
-    d = b - a
-    t = ((py - a[0]) * d[0] + (px - a[1]) * d[1]) / max(float(d @ d), 1e-12)
-    t = np.clip(t, 0.0, 1.0)
-    return np.hypot(py - (a[0] + t * d[0]), px - (a[1] + t * d[1]))
+def _box(a: tuple, b: tuple, r: float, size: int):
+    """Pixel index ranges (y0, y1, x0, x1), inclusive, of the box around a-b grown by r."""
+    return (max(0, math.floor(min(a[0], b[0]) - r)), min(size - 1, math.ceil(max(a[0], b[0]) + r)),
+            max(0, math.floor(min(a[1], b[1]) - r)), min(size - 1, math.ceil(max(a[1], b[1]) + r)))
 
 
 class _Canvas:
-    """Occupancy of one image: a keep-out mask around committed paddles, plus the paddles drawn."""
+    """Occupancy of one image: how many committed paddles keep each pixel out (reversible)."""
 
     def __init__(self, p: PathfinderParams, margin: int):
         self.p, self.margin, self.R = p, margin, p.resolution
         self.keepout = max(p.paddle_thickness + 2 * margin - 0.5, p.paddle_thickness + 1.0)
-        self.blocked = np.zeros((self.R, self.R), dtype=bool)  # (R, R)
+        self.count = np.zeros((self.R, self.R), dtype=np.int16)  # (R, R)
         self.lo, self.hi = float(p.padding), float(self.R - 1 - p.padding)
-        n_pts = int(math.ceil(p.paddle_length / 0.5)) + 1
-        self.t = np.linspace(0.0, 1.0, n_pts)  # sample points along a paddle's centre line
+        self.t = np.linspace(0.0, 1.0, int(math.ceil(p.paddle_length / 0.5)) + 1)  # points along a paddle
 
-    def copy(self) -> "_Canvas":
-        c = object.__new__(_Canvas)
-        c.__dict__.update(self.__dict__)
-        c.blocked = self.blocked.copy()
-        return c
-
-    def feasible(self, starts: np.ndarray, ends: np.ndarray, others: list) -> np.ndarray:
-        """Which candidate paddles (starts, ends: (n, 2)) stay inside and clear of the keep-out."""
-        pts = starts[:, None, :] + self.t[None, :, None] * (ends - starts)[:, None, :]  # (n, P, 2)
-        ok = ((pts >= self.lo) & (pts <= self.hi)).all(axis=(1, 2))
-        idx = np.clip(np.rint(pts).astype(np.int64), 0, self.R - 1)
-        ok &= ~self.blocked[idx[..., 0], idx[..., 1]].any(axis=1)
-        for a, b in others:  # uncommitted last paddles of the other snakes
-            ok &= (_seg_dist(pts[..., 0], pts[..., 1], a, b) > self.keepout).all(axis=1)
+    def feasible(self, sy, sx, ey, ex, others: list) -> np.ndarray:
+        """Which candidate paddles (start (sy, sx), end (ey, ex), arrays (n,)) stay inside the padding
+        and off the keep-out of committed paddles and of ``others`` (uncommitted (a, b) paddles)."""
+        lo, hi = self.lo, self.hi
+        ok = (np.minimum(sy, ey) >= lo) & (np.maximum(sy, ey) <= hi) & (np.minimum(sx, ex) >= lo) \
+            & (np.maximum(sx, ex) <= hi)
+        py = sy[:, None] + self.t * (ey - sy)[:, None]  # (n, P)
+        px = sx[:, None] + self.t * (ex - sx)[:, None]  # (n, P)
+        top = self.R - 0.5001
+        iy = (np.minimum(np.maximum(py, 0.0), top) + 0.5).astype(np.intp)  # nearest pixel, kept inside
+        ix = (np.minimum(np.maximum(px, 0.0), top) + 0.5).astype(np.intp)
+        ok &= ~(self.count[iy, ix] > 0).any(axis=1)
+        for a, b in others:
+            ok &= (_seg_dist(py, px, a, b) > self.keepout).all(axis=1)
         return ok
 
-    def commit(self, a: np.ndarray, b: np.ndarray) -> None:
-        r = self.keepout
-        y0, y1 = int(max(0, math.floor(min(a[0], b[0]) - r))), int(min(self.R - 1, math.ceil(max(a[0], b[0]) + r)))
-        x0, x1 = int(max(0, math.floor(min(a[1], b[1]) - r))), int(min(self.R - 1, math.ceil(max(a[1], b[1]) + r)))
-        py, px = np.mgrid[y0:y1 + 1, x0:x1 + 1].astype(np.float64)
-        self.blocked[y0:y1 + 1, x0:x1 + 1] |= _seg_dist(py, px, a, b) <= r
+    def mark(self, a: tuple, b: tuple, delta: int) -> None:
+        """Add (delta=1) or remove (delta=-1) the keep-out footprint of paddle a-b."""
+        y0, y1, x0, x1 = _box(a, b, self.keepout, self.R)
+        py = np.arange(y0, y1 + 1, dtype=np.float64)[:, None]
+        px = np.arange(x0, x1 + 1, dtype=np.float64)[None, :]
+        self.count[y0:y1 + 1, x0:x1 + 1] += delta * (_seg_dist(py, px, a, b) <= self.keepout)
+
+    def free_fraction(self) -> float:
+        return float((self.count == 0).mean())
 
 
 class _Snake:
-    def __init__(self, start: np.ndarray, theta: float, length: float):
-        self.paddles = [(start, start + length * _unit(theta))]
-        self.theta = theta
+    """Paddles (start, end) and headings; all but the last paddle are marked on the canvas."""
+
+    def __init__(self, start: tuple, theta: float, length: float):
+        self.paddles = [(start, (start[0] + length * math.sin(theta), start[1] + length * math.cos(theta)))]
+        self.thetas = [theta]
 
     @property
     def last(self):
@@ -155,94 +165,128 @@ class _Snake:
 
 
 def _turn_table(p: PathfinderParams) -> tuple[np.ndarray, np.ndarray]:
+    """Turn angles (multiples of angle_step with |turn| continuity < pi/2) and their weights."""
     step = math.radians(p.angle_step_deg)
     k = int(math.floor((math.pi / 2) / (p.continuity * step) - 1e-9))
     turns = step * np.arange(-k, k + 1)
-    weights = np.cos(np.minimum(np.abs(turns) * p.continuity, math.pi / 2)) ** 2
+    weights = np.cos(np.abs(turns) * p.continuity) ** 2
     return turns, weights
 
 
 def _extend(rng: np.random.Generator, canvas: _Canvas, snake: _Snake, others: list, turns, weights) -> bool:
-    """Add one paddle to ``snake``; its previous paddle is then committed to the keep-out mask."""
+    """Add one paddle ``2 margin`` beyond the last one; the previous last paddle gets marked."""
     p, m = canvas.p, canvas.margin
-    _, end = snake.last
-    pivot = end + m * _unit(snake.theta)
-    thetas = snake.theta + turns
-    u = _unit(thetas)  # (n, 2)
-    starts = pivot + m * u
-    ends = starts + p.paddle_length * u
-    w = weights * canvas.feasible(starts, ends, others)
-    total = w.sum()
-    if total <= 0:
+    (_, end), theta = snake.last, snake.thetas[-1]
+    py, px = end[0] + m * math.sin(theta), end[1] + m * math.cos(theta)  # pivot
+    thetas = theta + turns
+    uy, ux = np.sin(thetas), np.cos(thetas)
+    sy, sx = py + m * uy, px + m * ux
+    ey, ex = sy + p.paddle_length * uy, sx + p.paddle_length * ux
+    w = weights * canvas.feasible(sy, sx, ey, ex, others)
+    cdf = np.cumsum(w)
+    if cdf[-1] <= 0:
         return False
-    j = rng.choice(len(w), p=w / total)
-    prev = snake.last
-    snake.paddles.append((starts[j], ends[j]))
-    snake.theta = float(thetas[j])
-    canvas.commit(*prev)
+    j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(w) - 1)
+    canvas.mark(*snake.last, 1)
+    snake.paddles.append(((float(sy[j]), float(sx[j])), (float(ey[j]), float(ex[j]))))
+    snake.thetas.append(float(thetas[j]))
     return True
+
+
+def _retract(canvas: _Canvas, snake: _Snake) -> None:
+    """Undo the last _extend of ``snake`` (its first paddle stays)."""
+    if len(snake.paddles) > 1:
+        snake.paddles.pop()
+        snake.thetas.pop()
+        canvas.mark(*snake.last, -1)
 
 
 def _random_theta(rng: np.random.Generator) -> float:
     return math.radians(int(rng.integers(-180, 180)))
 
 
+def _seed_ok(canvas: _Canvas, snake: _Snake, others: list) -> bool:
+    (a, b) = snake.last
+    return bool(canvas.feasible(np.array([a[0]]), np.array([a[1]]), np.array([b[0]]), np.array([b[1]]),
+                                others)[0])
+
+
 def _two_targets(rng: np.random.Generator, p: PathfinderParams, margin: int, turns, weights):
-    """Two target snakes of contour_length paddles whose starts are seed_distance apart, or None."""
+    """Two target snakes of contour_length paddles whose starts are seed_distance apart, or None.
+
+    The shorter snake (the first on ties) grows next; a dead end retracts that snake by 1-3 paddles
+    and tries again, up to MAX_DEAD_ENDS times.
+    """
     canvas = _Canvas(p, margin)
     R, sd = p.resolution, p.seed_distance
-    lo, hi = 2 * sd, R - 2 * sd
+    lo, hi = 2 * sd, R - 2 * sd  # the first target starts near the centre, as in the original
     if hi <= lo:
         lo, hi = p.padding, R - p.padding
-    start1 = rng.integers(lo, hi, size=2).astype(np.float64)
-    s1 = _Snake(start1, _random_theta(rng), p.paddle_length)
-    if not canvas.feasible(*(np.array([x]) for x in s1.last), []).all():
+    y, x = rng.integers(lo, hi, size=2)
+    s1 = _Snake((float(y), float(x)), _random_theta(rng), p.paddle_length)
+    if not _seed_ok(canvas, s1, []):
         return None
     phi = math.radians(int(rng.integers(0, 360)))
-    start2 = np.rint(start1 + sd * _unit(phi))
-    s2 = _Snake(start2, _random_theta(rng), p.paddle_length)
-    if not canvas.feasible(*(np.array([x]) for x in s2.last), [s1.last]).all():
+    s2 = _Snake((float(round(y + sd * math.sin(phi))), float(round(x + sd * math.cos(phi)))), _random_theta(rng),
+                p.paddle_length)
+    if not _seed_ok(canvas, s2, [s1.last]):
         return None
-    snakes = [s1, s2]
-    for _ in range(p.contour_length - 1):
-        for i, s in enumerate(snakes):
-            if not _extend(rng, canvas, s, [snakes[1 - i].last], turns, weights):
+    snakes, dead_ends = [s1, s2], 0
+    while min(len(s.paddles) for s in snakes) < p.contour_length:
+        i = 0 if len(s1.paddles) <= len(s2.paddles) else 1
+        if not _extend(rng, canvas, snakes[i], [snakes[1 - i].last], turns, weights):
+            dead_ends += 1
+            if dead_ends > MAX_DEAD_ENDS:
                 return None
+            for _ in range(int(rng.integers(1, BACKTRACK_MAX + 1))):
+                _retract(canvas, snakes[i])
     for s in snakes:
-        canvas.commit(*s.last)
+        canvas.mark(*s.last, 1)
     return canvas, snakes
 
 
 def _distractor(rng: np.random.Generator, canvas: _Canvas, p: PathfinderParams, turns, weights):
-    """One distractor snake grown on a copy of the canvas; (canvas, snake) or None."""
-    free = np.flatnonzero(~canvas.blocked)
+    """Grow one distractor snake from a random free pixel; it is left marked on success, removed on failure."""
+    free = np.flatnonzero(canvas.count == 0)
     if free.size == 0:
         return None
-    c = canvas.copy()
-    y, x = divmod(int(free[rng.integers(free.size)]), c.R)
-    s = _Snake(np.array([y, x], dtype=np.float64), _random_theta(rng), p.paddle_length)
-    if not c.feasible(*(np.array([v]) for v in s.last), []).all():
+    y, x = divmod(int(free[rng.integers(free.size)]), canvas.R)
+    s = _Snake((float(y), float(x)), _random_theta(rng), p.paddle_length)
+    if not _seed_ok(canvas, s, []):
         return None
     for _ in range(p.distractor_length - 1):
-        if not _extend(rng, c, s, [], turns, weights):
+        if not _extend(rng, canvas, s, [], turns, weights):
+            while len(s.paddles) > 1:
+                _retract(canvas, s)
             return None
-    c.commit(*s.last)
-    return c, s
+    canvas.mark(*s.last, 1)
+    return s
 
 
-def _draw(image: np.ndarray, a: np.ndarray, b: np.ndarray, half_width: float, value: float) -> None:
+def _draw(image: np.ndarray, a: tuple, b: tuple, half_width: float, value: float) -> None:
     """max-composite a line of the given half width, anti-aliased by a one-pixel distance ramp."""
-    R = image.shape[0]
-    r = half_width + 1.0
-    y0, y1 = int(max(0, math.floor(min(a[0], b[0]) - r))), int(min(R - 1, math.ceil(max(a[0], b[0]) + r)))
-    x0, x1 = int(max(0, math.floor(min(a[1], b[1]) - r))), int(min(R - 1, math.ceil(max(a[1], b[1]) + r)))
-    py, px = np.mgrid[y0:y1 + 1, x0:x1 + 1].astype(np.float64)
-    cover = np.clip(half_width + 0.5 - _seg_dist(py, px, a, b), 0.0, 1.0)
+    y0, y1, x0, x1 = _box(a, b, half_width + 1.0, image.shape[0])
+    py = np.arange(y0, y1 + 1, dtype=np.float64)[:, None]
+    px = np.arange(x0, x1 + 1, dtype=np.float64)[None, :]
+    cover = np.minimum(np.maximum(half_width + 0.5 - _seg_dist(py, px, a, b), 0.0), 1.0)
     np.maximum(image[y0:y1 + 1, x0:x1 + 1], value * cover, out=image[y0:y1 + 1, x0:x1 + 1])
 
 
-def make_sample(rng: np.random.Generator, p: PathfinderParams, label: int) -> tuple[np.ndarray, int]:
-    """One image (uint8 (R, R)) with the given label, and the paddle margin it was drawn with."""
+@dataclass
+class SampleGeometry:
+    """What one image is drawn from: paddles as ((y0, x0), (y1, x1)) in pixel coordinates."""
+    targets: list            # two lists of paddles, each in path order
+    distractors: list        # lists of paddles
+    markers: tuple           # ((y, x), (y, x)): start of targets[origin], far end of targets[terminal]
+    origin: int
+    terminal: int            # == origin iff label 1
+    margin: int
+    target_contrasts: list   # per target paddle intensities (two lists)
+    distractor_contrasts: list
+
+
+def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int) -> SampleGeometry:
+    """Place the two targets, the distractors and the markers of one image with the given label."""
     if label not in (0, 1):
         raise ValueError(f"label must be 0 or 1, got {label}")
     margin = int(p.paddle_margins[rng.integers(len(p.paddle_margins))])
@@ -256,29 +300,43 @@ def make_sample(rng: np.random.Generator, p: PathfinderParams, label: int) -> tu
                            f"{MAX_PAIR_ATTEMPTS} attempts; the parameters leave too little room")
     canvas, targets = res
     snake_c = [p.snake_contrasts[i] for i in rng.integers(len(p.snake_contrasts), size=2)]
-    strokes = []  # (a, b, intensity)
-    for s, c in zip(targets, snake_c):
-        for a, b in s.paddles:
-            strokes.append((a, b, c * p.paddle_contrasts[rng.integers(len(p.paddle_contrasts))]))
+    target_c = [[c * p.paddle_contrasts[rng.integers(len(p.paddle_contrasts))] for _ in s.paddles]
+                for s, c in zip(targets, snake_c)]
+    distractors, distractor_c = [], []
     for _ in range(p.num_distractors):
-        if (~canvas.blocked).mean() < 0.01:
+        if canvas.free_fraction() < 0.01:  # the original stops at 1% free area
             break
         for _ in range(p.max_snake_retrial + 1):
-            got = _distractor(rng, canvas, p, turns, weights)
-            if got is not None:
-                canvas, s = got
-                c = p.snake_contrasts[rng.integers(len(p.snake_contrasts))]
-                strokes.extend((a, b, c) for a, b in s.paddles)
+            s = _distractor(rng, canvas, p, turns, weights)
+            if s is not None:
+                distractors.append(s.paddles)
+                distractor_c.append(p.snake_contrasts[rng.integers(len(p.snake_contrasts))])
                 break
-    image = np.zeros((p.resolution, p.resolution), dtype=np.float64)  # (R, R)
-    for a, b, c in strokes:
-        _draw(image, a, b, p.paddle_thickness / 2, c)
     origin = int(rng.integers(2))
     terminal = origin if label == 1 else 1 - origin
-    for centre in (targets[origin].paddles[0][0], targets[terminal].last[1]):
+    markers = (targets[origin].paddles[0][0], targets[terminal].last[1])
+    return SampleGeometry([t.paddles for t in targets], distractors, markers, origin, terminal, margin, target_c,
+                          distractor_c)
+
+
+def render(g: SampleGeometry, p: PathfinderParams) -> np.ndarray:
+    """uint8 (R, R) image: paddles and markers max-composited, scaled so the maximum is 255."""
+    image = np.zeros((p.resolution, p.resolution), dtype=np.float64)  # (R, R)
+    for paddles, cs in zip(g.targets, g.target_contrasts):
+        for (a, b), c in zip(paddles, cs):
+            _draw(image, a, b, p.paddle_thickness / 2, c)
+    for paddles, c in zip(g.distractors, g.distractor_contrasts):
+        for a, b in paddles:
+            _draw(image, a, b, p.paddle_thickness / 2, c)
+    for centre in g.markers:
         _draw(image, centre, centre, p.marker_radius, 1.0)
-    image = np.rint(image * (255.0 / image.max()))
-    return image.astype(np.uint8), margin
+    return np.rint(image * (255.0 / image.max())).astype(np.uint8)
+
+
+def make_sample(rng: np.random.Generator, p: PathfinderParams, label: int) -> tuple[np.ndarray, int]:
+    """One image (uint8 (R, R)) with the given label, and the paddle margin it was drawn with."""
+    g = sample_geometry(rng, p, label)
+    return render(g, p), g.margin
 
 
 def metadata_line(batch: int, i: int, label: int, p: PathfinderParams, margin: int) -> str:

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, LRA_URL, N_SPECIAL, PadCollate, PairTokenDataset,
+from runners.data.lra.layout import LRA_URL
+from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, PairTokenDataset,
                                      TokenDataset, cached, file_fingerprint, find_task_dir, pack, truncate_bytes)
 
 AAN_DIRNAME = "tsv_data"
