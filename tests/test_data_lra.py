@@ -16,7 +16,8 @@ from runners.data.base import DatasetError
 from runners.data.cifar import load_cifar10
 from runners.data.lra import LRA_LOADERS, load_aan, load_imdb, load_listops, load_lra_image, load_pathfinder, load_pathx
 from runners.data.lra import listops as listops_mod
-from runners.data.lra.common import EOS_ID, PAD_ID, PadCollate, cache_file
+from runners.data.cache import cache_file
+from runners.data.lra.common import EOS_ID, PAD_ID, PadCollate
 from runners.data.lra.generate import main as generate_main
 from runners.data.lra.image import rgb_to_gray
 from runners.data.lra.listops import TOKEN_IDS, VOCAB_SIZE, encode_listops, tokenize_listops

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from runners.data.cache import CACHE_DIRNAME
 from runners.data import download as dl
 from runners.data.base import DatasetError
 from runners.data.bidmc import load_bidmc, read_ts_regression, sklearn_style_split
@@ -151,7 +152,7 @@ def test_mfcc_matches_definition_and_shape(sc_root: Path) -> None:
 
 def test_sc_cache_roundtrip(sc_root: Path) -> None:
     a = load_speech_commands(sc_root, subset="sc10", cache=True)
-    files = list((sc_root / dl.CACHE_DIR).glob("speech_commands-sc10-raw-*.pt"))
+    files = list((sc_root / CACHE_DIRNAME).glob("speech_commands-sc10-raw-*.pt"))
     assert len(files) == 1
     b = load_speech_commands(sc_root, subset="sc10", cache=True)
     torch.testing.assert_close(a.test[4][0], b.test[4][0])

@@ -28,7 +28,8 @@ import torch
 from torch.utils.data import TensorDataset
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.download import BIDMC_DIR, BIDMC_TARGETS, cached, how_to_get, source_fingerprint
+from runners.data.cache import cached, file_fingerprint
+from runners.data.download import BIDMC_DIR, BIDMC_TARGETS, how_to_get
 from runners.data.mnist import train_val_indices
 
 BIDMC_LEN = 4000
@@ -166,7 +167,7 @@ def load_bidmc(data_dir: Optional[Path] = None, *, target: str = "SpO2", split: 
         return {"train_x": out["TRAIN"][0], "train_y": out["TRAIN"][1],
                 "test_x": out["TEST"][0], "test_y": out["TEST"][1]}
 
-    t = cached(root, f"bidmc-{target}", {"v": 1, "sources": source_fingerprint(list(files.values()))},
+    t = cached(root, f"bidmc-{target}", {"v": 1, "sources": file_fingerprint(list(files.values()))},
                build, enabled=cache)
     tr_x, tr_y, te_x, te_y = t["train_x"], t["train_y"], t["test_x"], t["test_y"]
     if split == "original":

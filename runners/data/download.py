@@ -26,19 +26,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import sys
 import tarfile
 import tempfile
 import urllib.request
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import torch
 
 from runners.data.base import data_root
 
@@ -51,7 +48,6 @@ CIFAR10_DIR = "cifar-10-batches-py"
 BIDMC_DIR = "bidmc"
 LRA_DIR = "lra_release"
 IMDB_DIR = "aclImdb"
-CACHE_DIR = "_cache"
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -215,54 +211,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name in dict.fromkeys(args.datasets):  # keep order, drop repeats
         download(name, root, force=args.force)
     return 0
-
-
-# ----------------------------------------------------------------------------------------------
-# Cache of processed tensors, keyed by the loader's parameters and the source files' identity.
-
-def source_fingerprint(paths: Sequence[Path]) -> list[list]:
-    """(name, size, mtime_ns) of each source file: a changed file changes the cache key."""
-    out = []
-    for p in paths:
-        st = p.stat()
-        out.append([str(p), st.st_size, st.st_mtime_ns])
-    return out
-
-
-def cache_path(root: Path, name: str, params: dict) -> Path:
-    """The cache file of `name` built with `params` (JSON-serialisable) under root/_cache/."""
-    key = hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return root / CACHE_DIR / f"{name}-{key}.pt"
-
-
-def cached(root: Path, name: str, params: dict, build: Callable[[], dict], enabled: bool = True) -> dict:
-    """Load the dict of tensors that `build()` returns from the cache, or build and store it.
-
-    The file is written atomically (temp file in the same folder, then os.replace) and read with
-    torch.load(weights_only=True). A cache folder that cannot be written (read-only data
-    directory) only costs the rebuild next time.
-    """
-    path = cache_path(root, name, params)
-    if enabled and path.exists():
-        try:
-            return torch.load(path, weights_only=True)
-        except Exception as exc:  # a corrupt cache file is rebuilt, not fatal
-            warnings.warn(f"ignoring unreadable cache file {path}: {exc}")
-    obj = build()
-    if enabled:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.close(fd)
-            try:
-                torch.save(obj, tmp)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
-        except OSError as exc:
-            warnings.warn(f"could not write cache file {path}: {exc}")
-    return obj
 
 
 if __name__ == "__main__":

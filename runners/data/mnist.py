@@ -22,7 +22,8 @@ import torch
 from torch.utils.data import Dataset
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.download import MNIST_DIR, MNIST_FILES, cached, how_to_get, source_fingerprint
+from runners.data.cache import cached, file_fingerprint
+from runners.data.download import MNIST_DIR, MNIST_FILES, how_to_get
 
 MNIST_LEN = 784
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
@@ -131,7 +132,7 @@ def load_mnist(data_dir: Optional[Path] = None, *, permute: bool = False, perm_s
                 "test_x": torch.from_numpy(te_x.reshape(len(te_x), -1)),
                 "test_y": torch.from_numpy(te_y.astype(np.int64))}
 
-    t = cached(root, "mnist", {"v": 1, "sources": source_fingerprint(sources)}, build, enabled=cache)
+    t = cached(root, "mnist", {"v": 1, "sources": file_fingerprint(sources)}, build, enabled=cache)
     tr_idx, va_idx = train_val_indices(len(t["train_y"]), val_fraction, split_seed)
     perm = mnist_permutation(perm_seed) if permute else None
     make = lambda x, y: PixelSequenceDataset(x, y, perm)  # noqa: E731

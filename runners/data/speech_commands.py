@@ -36,8 +36,8 @@ from torch.utils.data import Dataset, TensorDataset
 from tqdm import tqdm
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, cached,
-                                   how_to_get, source_fingerprint)
+from runners.data.cache import cached, file_fingerprint
+from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get)
 
 SAMPLE_RATE = 16000
 CLIP_LEN = 16000  # 1 s at 16 kHz
@@ -168,7 +168,7 @@ def load_speech_commands(data_dir: Optional[Path] = None, *, subset: str = "sc10
     words = SC10_WORDS if subset == "sc10" else SPEECH_COMMANDS_WORDS
     splits = scan_splits(folder, words)
     key = {"v": 1, "subset": subset, "features": features,
-           "sources": source_fingerprint([folder / n for n in LIST_FILES]),
+           "sources": file_fingerprint([folder / n for n in LIST_FILES]),
            "files": {k: len(v) for k, v in splits.items()}}
 
     def build() -> dict:

@@ -16,8 +16,8 @@ import torch
 
 from runners.data.base import DatasetError, TaskData, data_root
 from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS, LISTOPS_SPLIT_FILES, LRA_URL
-from runners.data.lra.common import (EOS_ID, N_SPECIAL, PadCollate, TokenDataset, cached, file_fingerprint,
-                                     find_task_dir, pack)
+from runners.data.cache import cached, file_fingerprint
+from runners.data.lra.common import (EOS_ID, N_SPECIAL, PadCollate, TokenDataset, find_task_dir, pack)
 
 SPLIT_FILES = LISTOPS_SPLIT_FILES
 OPERATORS = LISTOPS_OPERATORS

@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 
 from runners.data.base import DatasetError, TaskData, data_root
 from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
-from runners.data.lra.common import ImageSequenceDataset, cached, file_fingerprint, find_task_dir, stack_collate
+from runners.data.cache import cached, file_fingerprint
+from runners.data.lra.common import (ImageSequenceDataset, find_task_dir, stack_collate)
 
 RESOLUTIONS = (32, 64, 128, 256)
 DIFFICULTY = PATHFINDER_DIFFICULTY

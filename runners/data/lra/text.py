@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, TokenDataset, cached,
-                                     file_fingerprint, pack, truncate_bytes)
+from runners.data.cache import cached, file_fingerprint
+from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, TokenDataset, pack, truncate_bytes)
 
 IMDB_DIRNAME = "aclImdb"
 CLASSES = ("neg", "pos")  # label 0, 1
