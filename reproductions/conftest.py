@@ -1,7 +1,6 @@
 """Run the specs from the repository root so relative paths (expected/, reproductions/) resolve."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -3,5 +3,5 @@ from .attention import (MultiHeadAttention, TransformerBlock, TransformerModel, 
                         kernel_attention, orthogonal_random_features, softmax_attention)
 from .lssl import LSSL, krylov
 
-__all__ = ["LSSL", "krylov", "MultiHeadAttention", "TransformerBlock", "TransformerModel", "softmax_attention",
-           "kernel_attention", "elu_feature_map", "favor_feature_map", "orthogonal_random_features"]
+__all__ = ["LSSL", "MultiHeadAttention", "TransformerBlock", "TransformerModel", "elu_feature_map",
+           "favor_feature_map", "kernel_attention", "krylov", "orthogonal_random_features", "softmax_attention"]

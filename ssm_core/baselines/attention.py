@@ -25,7 +25,6 @@ from torch import Tensor, nn
 ATTENTIONS = ("softmax", "performer", "linear")
 IMPLS = ("materialized", "sdpa")
 POOLS = ("mean", "last", "none")  # as ssm_core.blocks.SequenceModel
-KERNEL_EPS = 1e-6  # denominator guard of the kernelized mixers (Katharopoulos et al. use 1e-6)
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -66,11 +65,10 @@ def orthogonal_random_features(m: int, d: int, generator: torch.Generator | None
     """W (m, d): blocks of d orthogonal rows (QR of a Gaussian matrix), each row rescaled to the norm of a
     d-dimensional Gaussian vector, so the rows are marginally N(0, I_d) but exactly orthogonal within a block
     (Performer, Choromanski et al. 2021, Section 2.4, "orthogonal random features")."""
-    blocks = []
-    for _ in range(math.ceil(m / d)):
-        q, _ = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64))
-        blocks.append(q.T)  # rows orthonormal
-    w = torch.cat(blocks, dim=0)[:m]  # (m, d)
+    gauss = torch.randn(math.ceil(m / d), d, d, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(gauss)  # batched over blocks
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[..., None, :]  # sign fix: Haar (plain QR is not)
+    w = q.transpose(-1, -2).reshape(-1, d)[:m]  # (m, d): rows orthonormal within each block of d
     norms = torch.randn(m, d, generator=generator, dtype=torch.float64).norm(dim=-1, keepdim=True)
     return (w * norms).float()
 
@@ -84,13 +82,12 @@ def favor_feature_map(x: Tensor, w: Tensor, is_query: bool, stabilize_keys: bool
     i.e. not causal: ``stabilize_keys=False`` there).
     """
     x = x * x.shape[-1] ** -0.25
-    proj = x @ w.to(x.dtype).T  # (..., L, m)
-    sq = (x * x).sum(-1, keepdim=True) / 2  # (..., L, 1)
+    logits = x @ w.to(x.dtype).T - (x * x).sum(-1, keepdim=True) / 2  # (..., L, m)
     if is_query:
-        proj = proj - proj.amax(dim=-1, keepdim=True).detach()
+        logits = logits - logits.amax(dim=-1, keepdim=True).detach()  # largest feature of each row: 1/sqrt(m)
     elif stabilize_keys:
-        proj = proj - proj.amax(dim=(-1, -2), keepdim=True).detach()
-    return torch.exp(proj - sq) * w.shape[0] ** -0.5
+        logits = logits - logits.amax(dim=(-1, -2), keepdim=True).detach()
+    return torch.exp(logits) * w.shape[0] ** -0.5
 
 
 def kernel_attention(qf: Tensor, kf: Tensor, v: Tensor, causal: bool = False) -> Tensor:
@@ -105,7 +102,14 @@ def kernel_attention(qf: Tensor, kf: Tensor, v: Tensor, causal: bool = False) ->
         num = qf @ kv  # (B, h, L, d)
         den = qf @ kf.sum(dim=-2).unsqueeze(-1)  # (B, h, L, 1)
         den = den.squeeze(-1)
-    return num / (den.unsqueeze(-1) + KERNEL_EPS)
+    return num / _guard(den).unsqueeze(-1)
+
+
+def _guard(den: Tensor) -> Tensor:
+    """Both feature maps are strictly positive, so the denominator is > 0 unless it underflows; clamp at the
+    smallest normal number only (an additive eps, as Katharopoulos et al.'s 1e-6, would bias the stabilized
+    FAVOR+ features, whose sums can be that small)."""
+    return den.clamp_min(torch.finfo(den.dtype).tiny)
 
 
 # -- multi-head attention module -----------------------------------------------------------------------------
@@ -160,7 +164,7 @@ class MultiHeadAttention(nn.Module):
         if not self.causal:
             raise ValueError("step mode needs a causal attention (causal=True)")
         p = self.q_proj.weight
-        kw = dict(device=device or p.device, dtype=dtype or p.dtype)
+        kw = {"device": device or p.device, "dtype": dtype or p.dtype}
         if self.attention == "softmax":  # preallocated key/value cache: memory O(max_len) per sequence
             shape = (batch_size, self.n_heads, max_len, self.d_head)
             return {"k": torch.zeros(shape, **kw), "v": torch.zeros(shape, **kw), "pos": 0}
@@ -187,7 +191,7 @@ class MultiHeadAttention(nn.Module):
             state["z"] = state["z"] + kf[:, :, 0]  # (B, h, m) (eq. 11)
             num = qf @ state["s"]  # (B, h, 1, d)
             den = (qf[:, :, 0] * state["z"]).sum(-1)  # (B, h)
-            o = num / (den[..., None, None] + KERNEL_EPS)  # (eq. 12)
+            o = num / _guard(den)[..., None, None]  # (eq. 12)
         return self.out_proj(o.transpose(-2, -3).flatten(-2)).squeeze(-2), state
 
 

@@ -20,13 +20,13 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..fftconv import fft_conv
+from ..fftconv import FUSED_ACTIVATIONS, fft_conv
 from ..hippo import hippo_legs
 from ..kernels.dense import discretize_dense
 from ..kernels.params import init_log_dt
 
 KRYLOV_METHODS = ("doubling", "sequential")
-ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh, "identity": nn.Identity}
+ACTIVATIONS = FUSED_ACTIVATIONS
 
 
 def krylov(length: int, a: Tensor, b: Tensor, method: str = "doubling") -> Tensor:
@@ -78,7 +78,7 @@ class LSSL(nn.Module):
         if krylov_method not in KRYLOV_METHODS:
             raise ValueError(f"LSSL: krylov_method {krylov_method!r} not allowed; choose one of {KRYLOV_METHODS}")
         if activation not in ACTIVATIONS:
-            raise ValueError(f"LSSL: activation {activation!r} not allowed; choose one of {sorted(ACTIVATIONS)}")
+            raise ValueError(f"LSSL: activation {activation!r} not allowed; choose one of {ACTIVATIONS}")
         self.h, self.n, self.transposed, self.krylov_method = d_model, n, transposed, krylov_method
         a, b = hippo_legs(n)  # float64 numpy: A (N, N), B (N,)
         a_t = torch.tensor(a, dtype=torch.float32)
@@ -94,7 +94,7 @@ class LSSL(nn.Module):
         self.C = nn.Parameter(torch.randn(d_model, n) / math.sqrt(n))  # (H, N)
         self.D = nn.Parameter(torch.randn(d_model))  # (H,)
         self.log_dt = nn.Parameter(init_log_dt(d_model, dt_min, dt_max).float())  # (H,)
-        self.activation = ACTIVATIONS[activation]()
+        self.activation_name = activation  # fused into the FFT convolution
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output_linear = nn.Linear(d_model, d_model)
 
@@ -119,7 +119,10 @@ class LSSL(nn.Module):
         if u.shape[1] != self.h:
             raise ValueError(f"LSSL.forward: expected {self.h} features, got input of shape {tuple(u.shape)}")
         k = self.kernel(u.shape[-1])  # (H, L)
-        y = fft_conv(u, k[None], self.D[None])[:, 0]  # (B, H, L): FFT convolution (S4 Section 2.4) + D u
-        y = self.dropout(self.activation(y))
-        y = self.output_linear(y.transpose(-1, -2))  # (B, L, H)
-        return y.transpose(-1, -2) if self.transposed else y
+        # FFT convolution with the D skip and the activation fused (ssm_core.fftconv, as SSMLayer): S4 Section 2.4
+        y = fft_conv(u, k[None], self.D[None], activation=self.activation_name,
+                     layout="bchl" if self.transposed else "blch")  # (B, 1, H, L)
+        if self.transposed:
+            y = self.dropout(y[:, 0])  # (B, H, L)
+            return self.output_linear(y.transpose(-1, -2)).transpose(-1, -2)
+        return self.output_linear(self.dropout(y.permute(0, 3, 1, 2).flatten(2)))  # (B, L, H)

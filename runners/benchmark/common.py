@@ -1,0 +1,186 @@
+"""Timing and memory of one training step (forward + backward) per table cell (S4 Tables 2, 3).
+
+GPU: median over ``reps`` steps each timed with CUDA events (after ``warmup`` steps), and the peak of
+``torch.cuda.max_memory_allocated`` during one step minus what was allocated before the model was built
+(so: parameters, gradients, inputs, activations and transient buffers of that step).
+CPU (smoke tier): median of ``time.perf_counter`` per step; memory is an ESTIMATE, not a peak: the bytes
+of the distinct storages saved for backward (autograd saved-tensor hooks) plus the parameters and their
+gradients. Every cell's note says which of the two it is.
+
+An out-of-memory error in a cell is caught and recorded as the value "X" with a note; it never stops the
+table. Any other error propagates.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+MIB = 2**20
+CPU_MEMORY_NOTE = "CPU memory estimate: bytes saved for backward + parameters + gradients (not a peak)"
+CUDA_MEMORY_NOTE = "peak torch.cuda.max_memory_allocated during one step, minus memory allocated before the model"
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for CUDA out-of-memory, Python MemoryError, and the CPU allocator's allocation failure."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and ("out of memory" in str(exc) or "can't allocate memory" in str(exc))
+
+
+def oom_note(exc: BaseException, device: torch.device) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"out of memory on {device.type} ({first[:160]})"
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def float32_matmul(allow_tf32: bool) -> Iterator[None]:
+    """TF32 matmuls on or off for the block (torch.set_float32_matmul_precision 'high' / 'highest'); restored after.
+
+    PyTorch 1.7-1.11, the versions of 2021, used TF32 for float32 matmuls on Ampere GPUs by default.
+    """
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+@contextlib.contextmanager
+def cuda_memory_limit(limit_gib: float | None, device: torch.device) -> Iterator[str | None]:
+    """Cap this process's CUDA allocations at ``limit_gib`` (set_per_process_memory_fraction); yields a note.
+
+    S4 Appendix D.3.3 limits CIFAR generation to 16 GB. No-op (note None) on CPU or when limit_gib is None.
+    """
+    if limit_gib is None or device.type != "cuda":
+        yield None
+        return
+    total = torch.cuda.get_device_properties(device).total_memory
+    fraction = min(1.0, limit_gib * 2**30 / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    try:
+        yield f"memory limited to {limit_gib:g} GiB of {total / 2**30:.0f} GiB"
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+
+
+@dataclass
+class StepMeasurement:
+    """One model at one size: median step time (ms) and memory (MiB), or "X" for both when out of memory."""
+
+    ms: float | str
+    mb: float | str
+    note: str
+    params: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.ms != "X"
+
+
+def saved_tensor_bytes(step: Callable[[], None], module: torch.nn.Module) -> int:
+    """CPU memory estimate of one step: distinct storages saved for backward, parameters, and gradients."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    for p in module.parameters():
+        s = p.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+    grads = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+    return sum(storages.values()) + grads
+
+
+def _time_cuda(step: Callable[[], None], reps: int, device: torch.device) -> list[float]:
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))  # ms
+    return times
+
+
+def _time_cpu(step: Callable[[], None], reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def measure_training_step(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device,
+                          warmup: int = 3, reps: int = 10) -> StepMeasurement:
+    """Time and memory of ``step()``, where ``build()`` makes the model and inputs on ``device`` and returns
+    (step, model); ``step`` zeroes the gradients, runs forward, and backward (one training step without the
+    optimizer update, as S4 Table 2 "a single forward+backward pass").
+    """
+    if warmup < 0 or reps < 1:
+        raise ValueError(f"measure_training_step: need warmup >= 0 and reps >= 1, got {warmup}, {reps}")
+    free_memory(device)
+    base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    step = model = None
+    try:
+        step, model = build()
+        params = sum(p.numel() for p in model.parameters())
+        for _ in range(warmup):
+            step()
+        synchronize(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            step()
+            torch.cuda.synchronize(device)
+            mem = torch.cuda.max_memory_allocated(device) - base
+            times = _time_cuda(step, reps, device)
+            note = CUDA_MEMORY_NOTE
+        else:
+            mem = saved_tensor_bytes(step, model)
+            times = _time_cpu(step, reps)
+            note = CPU_MEMORY_NOTE
+        result = StepMeasurement(statistics.median(times), mem / MIB,
+                                 f"median of {reps} steps after {warmup} warm-up; {note}", params)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        result = StepMeasurement("X", "X", oom_note(exc, device))
+    finally:
+        step = model = None
+        free_memory(device)
+    return result
+
+
+def ratio(num: float | str, den: float | str) -> float | str:
+    """num / den, or "X" when either side failed."""
+    if num == "X" or den == "X":
+        return "X"
+    return float(num) / float(den)
+
+
+def fmt(value: float | str, unit: str) -> str:
+    return "X" if value == "X" else f"{value:.4g} {unit}"

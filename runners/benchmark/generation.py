@@ -1,0 +1,289 @@
+"""Autoregressive generation throughput: S4 in recurrent step mode vs a Transformer with a key/value cache
+(S4 Tables 7 and 8; protocol in S4 Appendix D.3.3).
+
+Each model generates ``length`` tokens from scratch for a batch of sequences, one token per step, feeding its
+greedy (argmax) prediction back in; the last token sees the whole context. Throughput = sequences (images)
+or tokens per second of that loop. As in App. D.3.3 the batch is maximized to fit memory (optionally under a
+memory limit: 16 GB for CIFAR): on a GPU the runner searches the largest batch that runs the last steps of a
+full-length context, up to ``max_batch``. All models of a setting share width and depth. Speedup =
+throughput / the Transformer's throughput, the ratio the paper prints next to Table 7 (65.1x) and 8 (60x).
+
+Excluded from the timed loop: building the model, allocating the state (the Transformer's key/value cache)
+and S4's one-time switch to recurrent mode (``setup_step``). Included for every model: embedding, all
+layers, the output head and the argmax.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ssm_core import SequenceModel
+from ssm_core.baselines import TransformerModel
+
+from ..registry import Cell, RunContext, RunOutput, register
+from .common import (
+    cuda_memory_limit,
+    float32_matmul,
+    free_memory,
+    is_out_of_memory,
+    oom_note,
+    synchronize,
+)
+
+ROWS = ("Transformer", "Linear Transformer", "S4", "S4D")
+REFERENCE = "Transformer"
+UNITS = {"images": "Images/s", "tokens": "Tokens/s"}
+SETTING_KEYS = {"name": str, "unit": str, "length": int, "vocab_size": int, "d_model": int, "n_layers": int,
+                "n_heads": int, "ffn_dim": int, "memory_limit_gib": (float, type(None)), "max_batch": int}
+
+
+@dataclass(frozen=True)
+class GenerationSetting:
+    """One throughput table: e.g. name 'Table 7', unit 'images' -> columns 'Images/s (Table 7)', 'Speedup (Table 7)'."""
+
+    name: str
+    unit: str  # 'images' (one image = one generated sequence of `length` tokens) | 'tokens'
+    length: int  # tokens generated per sequence = the longest context seen
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    ffn_dim: int  # FFN width of the Transformer blocks (S4 blocks have their GLU output projection instead)
+    memory_limit_gib: float | None
+    max_batch: int
+
+    @property
+    def throughput_column(self) -> str:
+        return f"{UNITS[self.unit]} ({self.name})"
+
+    @property
+    def speedup_column(self) -> str:
+        return f"Speedup ({self.name})"
+
+    @property
+    def state_column(self) -> str:
+        return f"State KB/seq ({self.name})"
+
+
+def parse_setting(raw: Any, where: str) -> GenerationSetting:
+    if not isinstance(raw, dict):
+        raise TypeError(f"{where}: must be a mapping with keys {sorted(SETTING_KEYS)}, got {raw!r}")
+    unknown, missing = set(raw) - set(SETTING_KEYS), set(SETTING_KEYS) - set(raw)
+    if unknown or missing:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
+                         f"allowed: {sorted(SETTING_KEYS)}")
+    for key, tp in SETTING_KEYS.items():
+        val = raw[key]
+        ok = isinstance(val, tp) and not isinstance(val, bool)
+        if tp == (float, type(None)):
+            ok = val is None or (isinstance(val, (int, float)) and not isinstance(val, bool) and val > 0)
+        if not ok:
+            raise ValueError(f"{where}.{key}: expected {tp}, got {val!r}")
+    if raw["unit"] not in UNITS:
+        raise ValueError(f"{where}.unit: {raw['unit']!r} not allowed; choose one of {list(UNITS)}")
+    for key in ("length", "vocab_size", "d_model", "n_layers", "n_heads", "max_batch"):
+        if raw[key] < 1:
+            raise ValueError(f"{where}.{key}: must be >= 1, got {raw[key]}")
+    if raw["d_model"] % raw["n_heads"]:
+        raise ValueError(f"{where}: d_model={raw['d_model']} must be divisible by n_heads={raw['n_heads']}")
+    if raw["ffn_dim"] < 0:
+        raise ValueError(f"{where}.ffn_dim: must be >= 0, got {raw['ffn_dim']}")
+    return GenerationSetting(**raw)
+
+
+@dataclass
+class GenerationConfig:
+    settings: list[dict]  # each: the fields of GenerationSetting
+    models: list[str] = field(default_factory=lambda: list(ROWS))
+    s4_layer: dict = field(default_factory=lambda: {"mode": "s4", "d_state": 64, "output": "glu"})
+    s4d_layer: dict = field(default_factory=lambda: {"mode": "s4d", "d_state": 64, "output": "glu"})
+    attention_impl: str = "materialized"  # decoding step of the Transformer: 'materialized' | 'sdpa'
+    batch_search: bool = True  # on CUDA: largest batch (<= max_batch) that fits; CPU: max_batch as given
+    refine_steps: int = 2  # bisection steps between the largest fitting power of two and twice it
+    warmup_steps: int = 8
+    allow_tf32: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.settings:
+            raise ValueError("settings: give at least one setting")
+        parsed = [parse_setting(s, f"settings[{i}]") for i, s in enumerate(self.settings)]
+        names = [s.name for s in parsed]
+        if len(set(names)) != len(names):
+            raise ValueError(f"settings: names must be distinct, got {names}")
+        unknown = [m for m in self.models if m not in ROWS]
+        if unknown or REFERENCE not in self.models:
+            raise ValueError(f"models: allowed {list(ROWS)} and must include {REFERENCE!r}; got {self.models}")
+        if self.attention_impl not in ("materialized", "sdpa"):
+            raise ValueError(f"attention_impl: {self.attention_impl!r} not allowed; choose 'materialized' or 'sdpa'")
+        for key in ("s4_layer", "s4d_layer"):
+            if "d_model" in getattr(self, key):
+                raise ValueError(f"{key}.d_model is set by the runner (from the setting's d_model)")
+        if self.refine_steps < 0 or self.warmup_steps < 0:
+            raise ValueError("refine_steps and warmup_steps must be >= 0")
+
+    @property
+    def parsed_settings(self) -> list[GenerationSetting]:
+        return [parse_setting(s, f"settings[{i}]") for i, s in enumerate(self.settings)]
+
+
+# -- models and their step loops ---------------------------------------------------------------------------
+class _Generator:
+    """A model in generation mode: ``state(batch, start)`` and ``step(tokens, state)``."""
+
+    def __init__(self, name: str, cfg: GenerationConfig, s: GenerationSetting, device: torch.device):
+        self.name, self.length, self.device = name, s.length, device
+        if name in ("S4", "S4D"):
+            layer = dict(cfg.s4_layer if name == "S4" else cfg.s4d_layer)
+            self.model: torch.nn.Module = SequenceModel(s.vocab_size, s.vocab_size, s.d_model, s.n_layers,
+                                                        layer=layer, pool="none", vocab_size=s.vocab_size)
+            self.recurrent = True
+        else:
+            attention = "softmax" if name == "Transformer" else "linear"
+            self.model = TransformerModel(s.vocab_size, s.vocab_size, s.d_model, s.n_layers, s.n_heads,
+                                          s.d_model, s.ffn_dim, attention=attention, impl=cfg.attention_impl,
+                                          causal=True, pool="none")
+            self.recurrent = attention != "softmax"
+        self.model.to(device).eval()
+        with torch.inference_mode():
+            self.model.setup_step()  # S4: discretize once for recurrent mode (not timed)
+        self.params = sum(p.numel() for p in self.model.parameters())
+
+    def state(self, batch: int, start: int = 0) -> Any:
+        """Fresh state; ``start`` > 0 puts the Transformer's cache at that position (for the batch probe)."""
+        if isinstance(self.model, SequenceModel):
+            return self.model.default_state(batch, self.device)
+        state = self.model.default_state(batch, self.length, self.device)
+        state["pos"] = start
+        for layer in state["layers"]:
+            if "pos" in layer:
+                layer["pos"] = start
+        return state
+
+    def state_bytes(self) -> int:
+        """Bytes of one sequence's generation state at the full context: the key/value cache of ``length``
+        positions (Transformer), the constant-size recurrent state (Linear Transformer, S4)."""
+        def tensors(x: Any) -> list[torch.Tensor]:
+            if isinstance(x, torch.Tensor):
+                return [x]
+            if isinstance(x, dict):
+                return [t for v in x.values() for t in tensors(v)]
+            if isinstance(x, (list, tuple)):
+                return [t for v in x for t in tensors(v)]
+            return []
+
+        with torch.inference_mode():
+            return sum(t.numel() * t.element_size() for t in tensors(self.state(1)))
+
+    def fits(self, batch: int) -> bool:
+        """Does ``batch`` run the last two steps of a full-length context? (its peak memory is the run's peak)"""
+        try:
+            self.run(batch, 2, start=0 if self.recurrent else self.length - 2)
+            ok = True
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            ok = False
+        free_memory(self.device)
+        return ok
+
+    def run(self, batch: int, steps: int, start: int = 0) -> float:
+        """Generate ``steps`` tokens for ``batch`` sequences; return the seconds of the loop alone."""
+        with torch.inference_mode():
+            state = self.state(batch, start)
+            tokens = torch.zeros(batch, dtype=torch.long, device=self.device)
+            synchronize(self.device)
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                logits, state = self.model.step(tokens, state)  # (B, vocab)
+                tokens = logits.argmax(dim=-1)
+            synchronize(self.device)
+            return time.perf_counter() - t0
+
+
+def largest_batch(fits: Callable[[int], bool], max_batch: int, refine_steps: int) -> tuple[int, str]:
+    """Largest batch <= max_batch with fits(batch): halve from max_batch until it fits, then bisect towards
+    the smallest size known not to fit. Returns (batch, how it was limited); (0, ...) if even 1 does not fit."""
+    b = max_batch
+    while b >= 1 and not fits(b):
+        b //= 2
+    if b == 0:
+        return 0, "batch 1 does not fit"
+    if b == max_batch:
+        return b, f"capped at max_batch={max_batch} (memory was not the limit)"
+    lo, hi = b, min(2 * b, max_batch + 1)  # lo fits, hi does not (or is past the cap)
+    for _ in range(refine_steps):
+        mid = (lo + hi) // 2
+        if mid in (lo, hi):
+            break
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, f"largest batch that fits memory (searched up to {max_batch})"
+
+
+def _measure(name: str, cfg: GenerationConfig, s: GenerationSetting, ctx: RunContext) -> dict[str, Any]:
+    torch.manual_seed(ctx.seed)
+    gen = _Generator(name, cfg, s, ctx.device)
+    if ctx.device.type == "cuda" and cfg.batch_search:
+        batch, how = largest_batch(gen.fits, s.max_batch, cfg.refine_steps)
+    else:
+        why = "no search on CPU" if ctx.device.type != "cuda" else "batch_search off"
+        batch, how = s.max_batch, f"batch as configured ({why})"
+    out: dict[str, Any] = {"params": gen.params, "batch": batch, "batch_limit": how, "seconds": None,
+                           "throughput": "X", "note": how, "state_kb": gen.state_bytes() / 1024}
+    while batch >= 1:
+        try:
+            if cfg.warmup_steps:
+                gen.run(batch, min(cfg.warmup_steps, s.length))
+            seconds = gen.run(batch, s.length)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            out["note"] = f"{oom_note(exc, ctx.device)} at batch {batch}; retried at {batch // 2}"
+            batch //= 2
+            free_memory(ctx.device)
+            continue
+        per_second = batch * (s.length if s.unit == "tokens" else 1) / seconds
+        out.update(batch=batch, seconds=seconds, throughput=per_second,
+                   note=f"batch {batch} ({out['note']}), {s.length} tokens in {seconds:.3g} s, "
+                        f"{batch * s.length / seconds:,.0f} tokens/s, {gen.params:,} parameters")
+        break
+    return out
+
+
+@register("benchmark.generation", config=GenerationConfig, kind="benchmark")
+def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
+    """Cells: per setting, '<Images|Tokens>/s (<name>)', 'Speedup (<name>)', 'State KB/seq (<name>)' per row."""
+    cells: list[Cell] = []
+    series: dict[str, Any] = {}
+    notes = [(f"greedy decoding from a zero token; Transformer decode attention '{cfg.attention_impl}'; "
+              f"S4 layer {cfg.s4_layer}; S4D layer {cfg.s4d_layer}; TF32 {'on' if cfg.allow_tf32 else 'off'}; "
+              f"device {ctx.device}")]
+    with float32_matmul(cfg.allow_tf32):
+        for s in cfg.parsed_settings:
+            with cuda_memory_limit(s.memory_limit_gib, ctx.device) as limit_note:
+                got = {}
+                for name in cfg.models:
+                    got[name] = _measure(name, cfg, s, ctx)
+                    free_memory(ctx.device)  # the model and its states are gone with _measure's frame
+            ref = got[REFERENCE]["throughput"]
+            for name, m in got.items():
+                lim = f"; {limit_note}" if limit_note else ""
+                cells.append(Cell(name, s.throughput_column, m["throughput"], UNITS[s.unit].lower(),
+                                  m["note"] + lim))
+                speedup = "X" if "X" in (m["throughput"], ref) else m["throughput"] / ref
+                cells.append(Cell(name, s.speedup_column, speedup, "ratio",
+                                  f"{name} / {REFERENCE} throughput at context {s.length}, width {s.d_model}, "
+                                  f"depth {s.n_layers}"))
+                cells.append(Cell(name, s.state_column, m["state_kb"], "KB",
+                                  f"bytes of one sequence's state after {s.length} tokens / 1024 (S4 Section 4.3: "
+                                  f"constant per step for recurrent models, growing with the context for attention)"))
+            series[s.name] = {name: {k: v for k, v in m.items() if k != "note"} for name, m in got.items()}
+            notes.append(f"{s.name}: " + ", ".join(
+                f"{name} batch {m['batch']} ({m['params']:,} params)" for name, m in got.items()))
+    return RunOutput(cells=cells, series=series, notes=notes)

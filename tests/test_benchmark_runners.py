@@ -1,0 +1,215 @@
+"""Efficiency runners (S4 Tables 2, 3, 7/8): every expected cell produced, OOM recorded as X, the measuring
+helpers, and the parameter matching the specs rely on. Runs at sizes below the smoke tier's to stay fast."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+import runners.benchmark  # noqa: F401  registers the runners (whether or not registry.RUNNER_MODULES lists them)
+from runners.benchmark import common, generation, s4_vs_lssl, vs_transformers
+from runners.expected import expected_path, load_expected
+from runners.registry import RunContext, get
+from runners.spec import SpecError, build_config, load_spec
+from ssm_core import SequenceModel, SSMLayer
+from ssm_core.baselines import LSSL, TransformerModel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ctx(tmp_path: Path, spec_id: str) -> RunContext:
+    return RunContext(spec_id, "smoke", torch.device("cpu"), 0, tmp_path, tmp_path, progress=False)
+
+
+def _tiny(spec_file: str) -> tuple:
+    spec = load_spec(ROOT / "reproductions" / spec_file)
+    cfg = spec.tiers["smoke"].config
+    if spec_file == "s4_table2.yaml":
+        cfg = dataclasses.replace(cfg, dim_divisor=16, length=32, reps=1)
+    elif spec_file == "s4_table3.yaml":
+        cfg = dataclasses.replace(cfg, length_divisor=64, reps=1, batch=1, d_model=16, qkv_dim=8,
+                                  s4_layer=dict(cfg.s4_layer, d_state=8))
+    else:
+        cfg = dataclasses.replace(cfg, settings=[dict(s, length=6) for s in cfg.settings], warmup_steps=0)
+    return spec, cfg
+
+
+def _expected_keys(spec_id: str) -> set:
+    return {(c["row"], c["column"]) for c in load_expected(ROOT / expected_path(spec_id))["cells"]}
+
+
+@pytest.mark.parametrize("spec_file", ["s4_table2.yaml", "s4_table3.yaml", "s4_generation.yaml"])
+def test_runner_produces_every_expected_cell(spec_file: str, tmp_path: Path) -> None:
+    spec, cfg = _tiny(spec_file)
+    out = get(spec.runner).fn(cfg, _ctx(tmp_path, spec.id))
+    produced = [(c.row, c.column) for c in out.cells]
+    assert len(produced) == len(set(produced)), "a cell was produced twice"
+    assert set(produced) == _expected_keys(spec.id)
+    for c in out.cells:
+        assert isinstance(c.value, (int, float)) and c.value > 0 and c.value == c.value, (c.row, c.column, c.value)
+        assert c.note and c.unit
+
+
+def test_table2_oom_in_one_layer_gives_x_and_keeps_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Boom(LSSL):
+        def forward(self, u):
+            if self.h == 8:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 13.00 GiB")
+            return super().forward(u)
+
+    monkeypatch.setattr(s4_vs_lssl, "LSSL", Boom)
+    spec, cfg = _tiny("s4_table2.yaml")  # H = 8, 16, 32
+    cells = {(c.row, c.column): c for c in get(spec.runner).fn(cfg, _ctx(tmp_path, spec.id)).cells}
+    for row in ("LSSL", "Ratio"):
+        for metric in ("Step ms", "Memory MB"):
+            assert cells[(row, f"{metric} H=128")].value == "X"
+    assert "out of memory" in cells[("LSSL", "Step ms H=128")].note
+    assert isinstance(cells[("S4", "Step ms H=128")].value, float)
+    assert isinstance(cells[("Ratio", "Memory MB H=512")].value, float)
+
+
+def test_table3_reference_oom_makes_its_ratios_x(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = vs_transformers.build_model
+
+    def build(name, cfg):
+        if name == "Transformer":
+            raise torch.OutOfMemoryError("CUDA out of memory.")
+        return real(name, cfg)
+
+    monkeypatch.setattr(vs_transformers, "build_model", build)
+    spec, cfg = _tiny("s4_table3.yaml")
+    cfg = dataclasses.replace(cfg, models=["Transformer", "Linear Trans."])
+    cells = get(spec.runner).fn(cfg, _ctx(tmp_path, spec.id)).cells
+    ratios = [c for c in cells if c.column != "Params"]
+    assert len(ratios) == 8 and all(c.value == "X" for c in ratios)
+    assert "out of memory" in ratios[0].note
+    assert ("Transformer", "Params") not in {(c.row, c.column) for c in cells}
+    assert any(c.row == "Linear Trans." and c.column == "Params" for c in cells)
+
+
+# -- measuring helpers ---------------------------------------------------------------------------------------
+def test_measure_training_step_records_oom_as_x_and_propagates_other_errors() -> None:
+    cpu = torch.device("cpu")
+
+    def build_oom():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    m = common.measure_training_step(build_oom, cpu, 0, 1)
+    assert (m.ms, m.mb, m.ok) == ("X", "X", False) and "out of memory" in m.note
+
+    def build_step_oom():
+        model = torch.nn.Linear(2, 2)
+
+        def step() -> None:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+
+        return step, model
+
+    assert common.measure_training_step(build_step_oom, cpu, 1, 1).ms == "X"
+
+    def build_bug():
+        raise ValueError("a real bug")
+
+    with pytest.raises(ValueError, match="a real bug"):
+        common.measure_training_step(build_bug, cpu, 0, 1)
+
+
+def test_is_out_of_memory() -> None:
+    assert common.is_out_of_memory(torch.OutOfMemoryError("x"))
+    assert common.is_out_of_memory(MemoryError())
+    assert common.is_out_of_memory(RuntimeError("CUDA error: out of memory"))
+    assert not common.is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def test_saved_tensor_bytes_counts_saved_storages_parameters_and_gradients() -> None:
+    model = torch.nn.Module()
+    model.p = torch.nn.Parameter(torch.randn(1000))  # 4000 bytes
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        torch.exp(model.p).sum().backward()  # exp saves its result (4000 bytes); sum saves nothing
+
+    assert common.saved_tensor_bytes(step, model) == 4000 + 4000 + 4000  # saved result, parameter, gradient
+
+
+def test_measure_training_step_on_cpu() -> None:
+    def build():
+        model = torch.nn.Linear(16, 16)
+        x = torch.randn(4, 16)
+
+        def step() -> None:
+            model.zero_grad(set_to_none=True)
+            model(x).square().sum().backward()
+
+        return step, model
+
+    m = common.measure_training_step(build, torch.device("cpu"), 1, 3)
+    assert m.ok and m.ms > 0 and m.mb > 0 and m.params == 16 * 16 + 16
+    assert "estimate" in m.note
+
+
+def test_ratio_and_largest_batch() -> None:
+    assert common.ratio(6.0, 2.0) == 3.0
+    assert common.ratio("X", 2.0) == "X" and common.ratio(1.0, "X") == "X"
+    assert generation.largest_batch(lambda b: b <= 37, 64, 10)[0] == 37
+    b, how = generation.largest_batch(lambda b: b <= 37, 64, 2)
+    assert 32 <= b <= 37 and "fits memory" in how
+    assert generation.largest_batch(lambda b: True, 64, 2) == (64, "capped at max_batch=64 (memory was not the limit)")
+    assert generation.largest_batch(lambda b: False, 64, 2)[0] == 0
+
+
+# -- configs and what the specs rely on ----------------------------------------------------------------------
+def test_configs_reject_bad_values() -> None:
+    with pytest.raises(ValueError, match="dim_divisor"):
+        s4_vs_lssl.S4VsLSSLConfig(dim_divisor=3)
+    with pytest.raises(ValueError, match="s4_layer.d_state"):
+        s4_vs_lssl.S4VsLSSLConfig(s4_layer={"d_state": 4})
+    with pytest.raises(ValueError, match="models"):
+        vs_transformers.VsTransformersConfig(models=["Transformer", "Reformer"])
+    with pytest.raises(ValueError, match="reference row"):
+        vs_transformers.VsTransformersConfig(models=["S4"])
+    with pytest.raises(SpecError, match=r"settings\[0\]"):
+        build_config(generation.GenerationConfig, {"settings": [{"name": "Table 7"}]}, "spec.yaml: tiers.smoke")
+    good = {"name": "T", "unit": "tokens", "length": 4, "vocab_size": 8, "d_model": 4, "n_layers": 1,
+            "n_heads": 2, "ffn_dim": 0, "memory_limit_gib": None, "max_batch": 1}
+    with pytest.raises(ValueError, match=r"settings\[0\]\.unit"):
+        generation.GenerationConfig(settings=[dict(good, unit="pixels")])
+    with pytest.raises(ValueError, match="distinct"):
+        generation.GenerationConfig(settings=[good, good])
+
+
+def test_table2_s4_state_is_parameter_matched_to_the_lssl() -> None:
+    # App. D.1: LSSL N = H; S4 "a state size of N/2" -> both ~3 H^2 parameters
+    for h in (32, 64):
+        lssl = sum(p.numel() for p in LSSL(h).parameters())
+        s4 = sum(p.numel() for p in SSMLayer(h, h // 2, mode="s4", output="linear").parameters())
+        assert abs(s4 / lssl - 1) < 0.05, (h, lssl, s4)
+
+
+def test_table3_budget_models_are_parameter_tied_near_600k() -> None:
+    cfg = load_spec(ROOT / "reproductions" / "s4_table3.yaml").tiers["budget"].config
+    counts = {name: sum(p.numel() for p in vs_transformers.build_model(name, cfg).parameters())
+              for name in cfg.models}
+    assert counts["Transformer"] == 595_458
+    for name, n in counts.items():
+        assert abs(n - 600_000) / 600_000 < 0.05, (name, n)
+
+
+def test_generation_state_sizes() -> None:
+    s = generation.parse_setting({"name": "T", "unit": "tokens", "length": 12, "vocab_size": 10, "d_model": 8,
+                                  "n_layers": 2, "n_heads": 2, "ffn_dim": 16, "memory_limit_gib": None,
+                                  "max_batch": 2}, "s")
+    cfg = generation.GenerationConfig(settings=[dataclasses.asdict(s)],
+                                      s4_layer={"mode": "s4d", "d_state": 4, "output": "glu"})
+    cpu = torch.device("cpu")
+    # key/value cache: layers x (k, v) x length x d_model float32
+    assert generation._Generator("Transformer", cfg, s, cpu).state_bytes() == 2 * 2 * 12 * 8 * 4
+    longer = dataclasses.replace(s, length=24)
+    assert (generation._Generator("S4", cfg, s, cpu).state_bytes()
+            == generation._Generator("S4", cfg, longer, cpu).state_bytes())  # constant in the context
+    # the timed loop generates from the state it is given: a full generation runs and returns a duration
+    assert generation._Generator("Linear Transformer", cfg, s, cpu).run(2, 12) > 0
+    assert isinstance(generation._Generator("S4", cfg, s, cpu).model, SequenceModel)
+    assert isinstance(generation._Generator("Transformer", cfg, s, cpu).model, TransformerModel)
