@@ -69,6 +69,7 @@ RUNNERS: dict[str, RunnerEntry] = {}
 #: Modules that register runners when imported (kept explicit so `runners list` is complete).
 RUNNER_MODULES = (
     "runners.analytic",
+    "runners.benchmark",
 )
 
 

@@ -1,9 +1,39 @@
-"""Long convolution by FFT: y = u * K (+ D u), causal or bidirectional (S4D Listing 1, forward)."""
+"""Long convolution by FFT with the D skip and the activation: act(u * k + D u) (S4 Section 3.4; S4D Listing 1).
+
+One implementation, arranged to make few passes over memory (the convolution is memory-bound):
+
+- The D skip is folded into the kernel: D u is the convolution with D delta_0, so k[..., 0] += D.
+- Two real rows per complex FFT: with w = u_a + i u_b and K the spectrum of a real kernel,
+  IFFT(FFT(w) K) = (u_a * k) + i (u_b * k). One complex FFT of size n = 2L serves two batch rows, and the
+  inverse is a complex-to-complex transform (a complex-to-real one makes torch clone its input).
+- 1/n is folded into the (small) kernel spectrum, so the inverse transform runs unnormalized (no scaling pass).
+- The activation is applied while unpacking the inverse FFT's output, and its derivative while packing the
+  output gradient: nothing of size (B, H, L) is written between the FFTs and the activation.
+- Backward, grad u = IFFT(G conj(K)) and grad k = Re IFFT(sum_b G conj(W)) (the adjoint of the circular
+  convolution is the circular correlation) come from one pass over G = FFT(packed grad) and W = FFT(packed u);
+  the imaginary cross terms of the packed rows cancel in the real part.
+
+The padding is n = 2L: enough for the linear (causal) convolution of an L-long input with a kernel of up
+to L taps, and exactly the circle on which a 2L-long bidirectional kernel (:func:`bidirectional_kernel`) puts
+its negative lags. The passes around the FFTs run as Triton kernels on CUDA (:mod:`ssm_core.fftconv_triton`)
+and as the same formulas in torch elsewhere; choose with ``impl`` or the environment variable ``SSM_FFTCONV``
+('auto' | 'torch' | 'triton'; 'auto' = Triton on CUDA tensors).
+"""
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from .ops.backend import BackendUnavailable, triton_problem
+
+FUSED_ACTIVATIONS = ("identity", "gelu", "relu", "silu", "tanh")
+LAYOUTS = ("bchl", "blch")
+IMPLS = ("auto", "torch", "triton")
+IMPL_ENV_VAR = "SSM_FFTCONV"
 
 
 def bidirectional_kernel(k: Tensor) -> Tensor:
@@ -14,17 +44,211 @@ def bidirectional_kernel(k: Tensor) -> Tensor:
     return F.pad(k[0], (0, k.shape[-1])) + F.pad(k[1].flip(-1), (k.shape[-1], 0))
 
 
-def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None) -> Tensor:
-    """y[..., c, h, l] = sum_j k[c, h, j] u[..., h, l - j] (+ d[c, h] u[..., h, l]).
+def resolve_impl(impl: str | None, device: torch.device) -> str:
+    """'torch' or 'triton' for the passes around the FFTs; raises if 'triton' cannot run on ``device``."""
+    source = "argument impl"
+    if impl is None:
+        impl, source = os.environ.get(IMPL_ENV_VAR, "auto"), f"environment variable {IMPL_ENV_VAR}"
+    if impl not in IMPLS:
+        raise ValueError(f"{source}={impl!r} is not allowed; choose one of: {', '.join(IMPLS)}")
+    if impl == "auto":
+        return "triton" if device.type == "cuda" and triton_problem(device) is None else "torch"
+    if impl == "triton":
+        problem = triton_problem(device)
+        if problem:
+            raise BackendUnavailable(f"fft_conv: impl 'triton' was requested ({source}) but {problem}")
+    return impl
 
-    u: (B, H, L); k: (C, H, Lk) with Lk = L (causal) or 2L (bidirectional, from :func:`bidirectional_kernel`,
-    where lag j >= L wraps to negative lags). Returns (B, C, H, L).
+
+# -- the passes in torch (CPU, and the reference for the Triton ones) ----------------------------------------------
+def _act_torch(z: Tensor, activation: str) -> Tensor:
+    if activation == "gelu":
+        return F.gelu(z)
+    if activation == "relu":
+        return torch.relu(z)
+    if activation == "silu":
+        return F.silu(z)
+    if activation == "tanh":
+        return torch.tanh(z)
+    return z
+
+
+def _act_grad_torch(z: Tensor, activation: str) -> Tensor:
+    if activation == "gelu":  # Phi(z) + z phi(z)
+        return 0.5 * (1 + torch.erf(z * 0.5 ** 0.5)) + z * torch.exp(-0.5 * z * z) * (2 * torch.pi) ** -0.5
+    if activation == "relu":
+        return (z > 0).to(z.dtype)
+    if activation == "silu":
+        s = torch.sigmoid(z)
+        return s * (1 + z * (1 - s))
+    if activation == "tanh":
+        return 1 - torch.tanh(z) ** 2
+    return torch.ones_like(z)
+
+
+def _unpack_rows(y: Tensor, bsz: int, length: int) -> Tensor:
+    """(B2, ..., n) complex -> (B, ..., L) real: real parts are rows 0..B2-1, imaginary parts rows B2..B-1."""
+    y = y[..., :length]
+    return torch.cat([y.real, y.imag])[:bsz]
+
+
+def _pack_rows(x: Tensor, n: int, cdtype: torch.dtype) -> Tensor:
+    """(B, ..., L) real -> (B2, ..., n) complex, zero for l >= L; the inverse of :func:`_unpack_rows`."""
+    bsz, length = x.shape[0], x.shape[-1]
+    b2 = (bsz + 1) // 2
+    out = x.new_zeros((b2, *x.shape[1:-1], n), dtype=cdtype)
+    out.real[:, ..., :length] = x[:b2]
+    out.imag[: bsz - b2, ..., :length] = x[b2:]
+    return out
+
+
+class _TorchPasses:
+    """The passes of :mod:`ssm_core.fftconv_triton`, same signatures, in torch ops."""
+
+    @staticmethod
+    def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activation: str = "identity") -> Tensor:
+        if y is not None:
+            x = x * _act_grad_torch(_unpack_rows(y, x.shape[0], x.shape[-1]), activation)
+        return _pack_rows(x, n, cdtype)
+
+    @staticmethod
+    def unpack(y: Tensor, out: Tensor, activation: str = "identity") -> Tensor:
+        return out.copy_(_act_torch(_unpack_rows(y, out.shape[0], out.shape[-1]), activation))
+
+    @staticmethod
+    def spectral_fwd(w: Tensor, kf: Tensor) -> Tensor:
+        return w.unsqueeze(1) * kf  # (B2, C, H, n)
+
+    @staticmethod
+    def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool):
+        gu_f = (gf * kf.conj()).sum(1) if need_u else None  # (B2, H, n)
+        s = (gf * w.unsqueeze(1).conj()).sum(0) if need_k else None  # (C, H, n)
+        return gu_f, s
+
+
+def _passes(impl: str):
+    if impl == "triton":
+        from . import fftconv_triton
+
+        return fftconv_triton
+    return _TorchPasses
+
+
+def _complex_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.complex128 if dtype == torch.float64 else torch.complex64
+
+
+def _input_spectrum(u: Tensor, passes) -> Tensor:
+    """FFT of the rows of u (B, H, L) packed in pairs and zero-padded to n = 2L: (B2, H, n) complex."""
+    n = 2 * u.shape[-1]
+    return torch.fft.fft(passes.pack(u.unsqueeze(1), n, _complex_dtype(u.dtype))[:, 0])
+
+
+class _FFTConv(torch.autograd.Function):
+    """act(first L outputs of the circular convolution of u, padded to n = 2L, with k + d delta_0)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str, impl: str,
+                w: Tensor | None) -> Tensor:
+        bsz, h, length = u.shape
+        channels, lk = k.shape[0], k.shape[-1]
+        n = 2 * length
+        passes = _passes(impl)
+        kf = torch.fft.fft(k, n=n)  # (C, H, n)
+        if d is not None:  # D u is the convolution with D delta_0, whose spectrum is the constant D
+            kf.add_(d[..., None])
+        kf.div_(n)  # the 1/n of the inverse transform, which then runs unnormalized
+        if w is None:
+            w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
+        y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u
+        if layout == "bchl":
+            out = u.new_empty(bsz, channels, h, length)
+        else:  # (B, L, C, H) in memory, returned as a (B, C, H, L) view
+            out = u.new_empty(bsz, length, channels, h).permute(0, 2, 3, 1)
+        passes.unpack(y, out, activation)
+        if any(ctx.needs_input_grad[:3]):
+            ctx.save_for_backward(kf)
+            # intermediates (not outputs) kept as attributes so that backward can free them as soon as used
+            ctx.w, ctx.y = w, y
+            dense = u.is_contiguous() or u.transpose(-1, -2).is_contiguous()
+            ctx.meta = (activation, impl, lk, u.shape, u.stride() if dense else None, u.dtype)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        (kf,) = ctx.saved_tensors
+        w, y = ctx.w, ctx.y
+        ctx.w = ctx.y = None
+        activation, impl, lk, u_shape, u_stride, u_dtype = ctx.meta
+        need_u, need_k, need_d = ctx.needs_input_grad[:3]
+        passes = _passes(impl)
+        gf = passes.pack(grad_out, y.shape[-1], y.dtype, y, activation)  # (B2, C, H, n): packed dL/dz
+        del y
+        gf = torch.fft.fft(gf)
+        gu_f, s = passes.spectral_bwd(gf, w, kf, need_u, need_k or need_d)  # (B2, H, n), (C, H, n)
+        del w
+        grad_u = grad_k = grad_d = None
+        if need_u:
+            x = torch.fft.ifft(gu_f, norm="forward")  # (B2, H, n): packed correlation of the gradient with k
+            del gf, gu_f
+            grad_u = torch.empty(u_shape, dtype=u_dtype, device=x.device) if u_stride is None else \
+                torch.empty_strided(u_shape, u_stride, dtype=u_dtype, device=x.device)  # same layout as u
+            passes.unpack(x.unsqueeze(1), grad_u.unsqueeze(1))
+        if need_k or need_d:
+            grad_full = torch.fft.ifft(s).real  # (C, H, n): gradient of the kernel k + d delta_0
+            grad_k = grad_full[..., :lk] if need_k else None
+            grad_d = grad_full[..., 0] if need_d else None
+        return grad_u, grad_k, grad_d, None, None, None, None
+
+
+def input_spectrum(u: Tensor, impl: str | None = None) -> Tensor:
+    """The FFT of the input that :func:`fft_conv` needs, without autograd: pass it as ``u_spectrum`` to start the
+    transform early (e.g. before computing the kernel, so the GPU works while the host issues the kernel's ops)."""
+    if u.dim() != 3:
+        raise ValueError(f"input_spectrum: u must be (B, H, L), got shape {tuple(u.shape)}")
+    with torch.no_grad():
+        return _input_spectrum(_as_real_float(u), _passes(resolve_impl(impl, u.device)))
+
+
+def _as_real_float(t: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    dtype = dtype or t.dtype
+    return t.to(dtype if dtype in (torch.float32, torch.float64) else torch.float32)
+
+
+def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "identity", layout: str = "bchl",
+             impl: str | None = None, u_spectrum: Tensor | None = None) -> Tensor:
+    """y[b, c, h, l] = act(sum_j k[c, h, j] u[b, h, l - j] + d[c, h] u[b, h, l]).
+
+    u: (B, H, L), any strides (a transposed view of (B, L, H) is read in place); k: (C, H, Lk) with Lk <= L
+    (causal) or Lk = 2L (bidirectional, from :func:`bidirectional_kernel`, where lag j >= L wraps to the
+    negative lag j - 2L); d: (C, H) or None. activation: one of FUSED_ACTIVATIONS. Returns (B, C, H, L); with
+    layout 'blch' its memory is (B, L, C, H) contiguous (what a position-wise linear layer wants), with 'bchl'
+    (B, C, H, L) contiguous. Half-precision inputs are computed in float32 (returns float32). u_spectrum: the
+    result of :func:`input_spectrum` for this u (optional; computed here if not given).
     """
-    length = u.shape[-1]
-    n = 2 * length  # zero padding to 2L makes the circular convolution linear for lags in [-L, L)
-    u_f = torch.fft.rfft(u, n=n)  # (B, H, L+1)
-    k_f = torch.fft.rfft(k, n=n)  # (C, H, L+1)
-    y = torch.fft.irfft(u_f.unsqueeze(-3) * k_f, n=n)[..., :length]  # (B, C, H, L)
-    if d is not None:
-        y = y + u.unsqueeze(-3) * d[..., None]
-    return y
+    if u.dim() != 3:
+        raise ValueError(f"fft_conv: u must be (B, H, L), got shape {tuple(u.shape)}")
+    if k.dim() != 3 or k.shape[1] != u.shape[1]:
+        raise ValueError(f"fft_conv: k must be (C, H={u.shape[1]}, Lk), got shape {tuple(k.shape)}")
+    length, lk = u.shape[-1], k.shape[-1]
+    if lk > 2 * length:
+        raise ValueError(f"fft_conv: kernel length {lk} is longer than 2L = {2 * length}")
+    if d is not None and d.shape != k.shape[:2]:
+        raise ValueError(f"fft_conv: d must be (C, H) = {tuple(k.shape[:2])}, got shape {tuple(d.shape)}")
+    if activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"fft_conv: activation={activation!r} not allowed; choose one of: "
+                         f"{', '.join(FUSED_ACTIVATIONS)}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"fft_conv: layout={layout!r} not allowed; choose one of: {', '.join(LAYOUTS)}")
+    dtype = torch.promote_types(u.dtype, k.dtype)
+    u, k = _as_real_float(u, dtype), _as_real_float(k, dtype)
+    d = None if d is None else d.to(u.dtype)
+    impl = resolve_impl(impl, u.device)
+    if u_spectrum is not None and (u_spectrum.dtype != _complex_dtype(u.dtype) or
+                                   u_spectrum.shape != ((u.shape[0] + 1) // 2, u.shape[1], 2 * length)):
+        raise ValueError(f"fft_conv: u_spectrum must be input_spectrum(u), of shape "
+                         f"{((u.shape[0] + 1) // 2, u.shape[1], 2 * length)} and dtype {_complex_dtype(u.dtype)}, "
+                         f"got {tuple(u_spectrum.shape)} {u_spectrum.dtype}")
+    with torch.autocast(u.device.type, enabled=False):
+        return _FFTConv.apply(u, k, d, activation, layout, impl, u_spectrum)

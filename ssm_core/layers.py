@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .fftconv import bidirectional_kernel, fft_conv
+from .fftconv import bidirectional_kernel, fft_conv, input_spectrum
 from .kernels import DiagKernel, DPLRKernel
 
 MODES = ("s4", "s4d", "dss")
@@ -55,7 +55,8 @@ class SSMLayer(nn.Module):
                                  "normalization": "softmax", **kernel_kwargs}
             self.kernel = DiagKernel(**common, **kernel_kwargs)
         self.d = nn.Parameter(torch.randn(channels, d_model))  # D skip, (C, H)
-        self.activation = ACTIVATIONS[activation]()
+        self.activation = ACTIVATIONS[activation]()  # step mode; forward fuses the same function into fft_conv
+        self.activation_name = activation
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output = output
         if output == "glu":  # (W1 y) o sigmoid(W2 y) (S4D Appendix B, "GLU feedforward")
@@ -66,51 +67,54 @@ class SSMLayer(nn.Module):
             if channels != 1:
                 raise ValueError("output='none' needs channels=1 (nothing would mix the channels)")
             self.out_proj = nn.Identity()
-        self._step_cache: tuple[Tensor, Tensor, Tensor] | None = None
+        self._step_ready = False
 
     # -- convolution mode -----------------------------------------------------------------------------------
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
-        u = x if self.transposed else x.transpose(-1, -2)  # (B, H, L)
+        u = x if self.transposed else x.transpose(-1, -2)  # (B, H, L), a view: fft_conv reads any strides
         length = u.shape[-1]
+        # the input's FFT first: on a GPU it runs while the host is still issuing the kernel's many small ops
+        spectrum = input_spectrum(u) if u.dtype == self.d.dtype else None
         k = self.kernel(length, rate=rate)  # (C', H, L)
         if self.bidirectional:
             k = bidirectional_kernel(k.view(2, self.channels, self.h, length))  # (C, H, 2L)
-        y = fft_conv(u, k, self.d)  # (B, C, H, L)
-        y = self._mix(y.flatten(1, 2).transpose(-1, -2))  # (B, L, C*H) -> (B, L, H)
-        return y.transpose(-1, -2) if self.transposed else y
+        # the D skip and the activation are fused into the FFT convolution; the output is laid out for what
+        # follows: (B, C, H, L) memory for the transposed layer, (B, L, C, H) for the position-wise projection
+        y = fft_conv(u, k, self.d, activation=self.activation_name,
+                     layout="bchl" if self.transposed else "blch", u_spectrum=spectrum)  # (B, C, H, L)
+        if self.transposed:
+            y = self.dropout(y.flatten(1, 2))  # (B, C*H, L)
+            return y if self.output == "none" else self._project(y.transpose(-1, -2)).transpose(-1, -2)
+        return self._project(self.dropout(y.permute(0, 3, 1, 2).flatten(2)))  # (B, L, C*H) -> (B, L, H)
+
+    def _project(self, y: Tensor) -> Tensor:
+        """position-wise output (linear, GLU, or none): (..., C*H) -> (..., H)."""
+        y = self.out_proj(y)
+        return F.glu(y, dim=-1) if self.output == "glu" else y
 
     def _mix(self, y: Tensor) -> Tensor:
         """activation, dropout, position-wise output (linear or GLU): (..., C*H) -> (..., H)."""
-        y = self.out_proj(self.dropout(self.activation(y)))
-        return F.glu(y, dim=-1) if self.output == "glu" else y
+        return self._project(self.dropout(self.activation(y)))
 
     # -- recurrent step mode --------------------------------------------------------------------------------
     def setup_step(self, rate: float = 1.0) -> None:
         """Discretize once for step mode (no gradients through the cached matrices)."""
         if self.bidirectional:
             raise NotImplementedError("a bidirectional layer has no recurrent step mode (it looks at the future)")
-        with torch.no_grad():
-            self._step_cache = self.kernel.step_matrices(rate)
+        self.kernel.setup_step(rate)
+        self._step_ready = True
 
     def default_state(self, batch_size: int, device: torch.device | None = None) -> Tensor:
         """Zero state: (B, H, N/2) complex for diagonal kernels, (B, H, N) for DPLR."""
-        if self._step_cache is None:
+        if not self._step_ready:
             self.setup_step()
-        da = self._step_cache[0]
-        width = da.shape[-1]
-        return torch.zeros(batch_size, self.h, width, dtype=da.dtype, device=device or da.device)
+        state = self.kernel.default_state(batch_size)
+        return state if device is None else state.to(device)
 
     def step(self, u: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         """One step: u (B, H) -> y (B, H), new state. Same outputs as forward() on the whole sequence."""
-        if self._step_cache is None:
+        if not self._step_ready:
             self.setup_step()
-        da, db, c = self._step_cache
-        uc = u.to(da.dtype)
-        if da.dim() == 2:  # diagonal: x = dA o x + dB u; y = 2 Re(C x)
-            state = da * state + db * uc[..., None]
-            y = 2 * torch.einsum("chn,bhn->bch", c, state).real
-        else:  # DPLR on the full complex state: x = dA x + dB u; y = Re(C x)
-            state = torch.einsum("hij,bhj->bhi", da, state) + db * uc[..., None]
-            y = torch.einsum("chn,bhn->bch", c, state).real
-        y = y.to(u.dtype) + u[:, None, :] * self.d  # (B, C, H)
+        y, state = self.kernel.step(u, state)  # (B, C, H)
+        y = y.to(u.dtype) + u[:, None, :] * self.d
         return self._mix(y.flatten(1)), state

@@ -53,19 +53,25 @@ def test_dss_softmax_normalizes_by_vandermonde_row_sums() -> None:
 
 
 def test_rate_scales_the_step_size() -> None:
+    """kernel(L, rate) is the dense kernel of the same continuous (A, B, C) discretized with dt * rate."""
     torch.manual_seed(4)
-    for kern in (DiagKernel(2, 16).double(), DPLRKernel(2, 16).double()):
-        with torch.no_grad():
-            reference = kern(100, rate=2.0)
-            kern.log_dt += torch.log(torch.tensor(2.0, dtype=torch.float64))
-            assert _rel(kern(100), reference) < 1e-12
+    diag, dplr_k = DiagKernel(2, 16).double(), DPLRKernel(2, 16).double()
+    dplr_k(64)  # fixes l_kernel: its C~ parameter is defined for length 64
+    for kern, parts in ((diag, _diag_dense_parts), (dplr_k, lambda k: k.full_state())):
+        a, b, c, dt = parts(kern)
+        for length in (64, 100):
+            assert _rel(kern(length, rate=2.0), dense_kernel(a, b, c, 2 * dt, length)) < 1e-9
 
 
-def test_truncation_correction_makes_the_kernel_exact_at_any_length() -> None:
-    """Without C~ = C (I - dA^L) the inverse FFT would alias the tail of the infinite kernel."""
-    kern = DPLRKernel(1, 16, init="legs", dt_min=1e-3, dt_max=1e-3).double()
+@pytest.mark.parametrize("l_kernel", [128, 512])
+def test_truncation_correction_makes_the_kernel_exact_at_any_length(l_kernel: int) -> None:
+    """C~ = C (I - dA^L) removes the aliasing of the infinite kernel's tail: the kernels for 128 and 512 agree
+    on their first 128 taps, whichever length the C~ parameter is defined for."""
+    kern = DPLRKernel(1, 16, init="legs", dt_min=1e-3, dt_max=1e-3, l_max=l_kernel).double()
+    a, b, c, dt = kern.full_state()
     long = kern(512)
     assert _rel(kern(128), long[..., :128]) < 1e-9
+    assert _rel(long, dense_kernel(a, b, c, dt, 512)) < 1e-9
 
 
 def test_frozen_a_b_are_buffers() -> None:

@@ -45,6 +45,7 @@ class DiagKernel(nn.Module):
         register(self, "a_imag", lam_t.imag.clone(), trainable_a, lr)
         register(self, "b", b_t, trainable_b, lr)
         register(self, "c", as_complex(c), True, None)
+        self._step: tuple[Tensor, Tensor, Tensor] | None = None
         self.float()
 
     def discrete(self, rate: float = 1.0) -> tuple[Tensor, Tensor, Tensor]:
@@ -73,10 +74,24 @@ class DiagKernel(nn.Module):
                             backend=self.backend)  # (channels * H, L)
         return k.view(self.channels, self.h, length)
 
-    def step_matrices(self, rate: float = 1.0, length: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Recurrence x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t): dA (H, N/2), dB (H, N/2), C (channels, H, N/2)."""
+    # -- recurrent step mode: x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t), O(N) per step -------------------
+    def setup_step(self, rate: float = 1.0) -> None:
         if self.normalization == "softmax":
             raise NotImplementedError("recurrent step mode is not defined for the softmax-normalized (DSS) kernel: "
                                       "its normalization depends on the sequence length")
-        _, log_da, db = self.discrete(rate)
-        return torch.exp(log_da), db, as_complex(self.c)
+        with torch.no_grad():
+            _, log_da, db = self.discrete(rate)
+            self._step = (torch.exp(log_da), db, as_complex(self.c))  # (H, N/2), (H, N/2), (channels, H, N/2)
+
+    def default_state(self, batch_size: int) -> Tensor:
+        if self._step is None:
+            self.setup_step()
+        return torch.zeros(batch_size, self.h, self.n // 2, dtype=self._step[0].dtype, device=self.log_dt.device)
+
+    def step(self, u: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real, new x."""
+        if self._step is None:
+            self.setup_step()
+        da, db, c = self._step
+        x = da * x + db * u.to(x.dtype)[..., None]
+        return 2 * torch.einsum("chn,bhn->bch", c, x).real, x

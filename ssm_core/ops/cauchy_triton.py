@@ -92,11 +92,26 @@ MIN_PROGRAMS: int | None = None
 # ----------------------------------------------------------------------------- shared helpers
 # (also used by vandermonde_triton.py)
 
+#: SSM_TRITON_AUTOTUNE=0 (read at import) uses the first config of each search space instead of
+#: timing them all (quick test runs on a GPU; the `gpu` tests check every config explicitly).
+AUTOTUNE = os.environ.get("SSM_TRITON_AUTOTUNE", "1") != "0"
+
+
 def autotune_configs(space: list[tuple[dict, int]], interpret: dict) -> list[triton.Config]:
     """The GPU search space, or one small config under TRITON_INTERPRET (keeps CPU tests fast)."""
     if INTERPRET:
         return [triton.Config(interpret, num_warps=1)]
-    return [triton.Config(kw, num_warps=w) for kw, w in space]
+    configs = [triton.Config(kw, num_warps=w) for kw, w in space]
+    return configs if AUTOTUNE else configs[:1]
+
+
+def _tuning_bench(kernel_call, quantiles):
+    """Shorter timing runs than Triton's default while autotuning (10 ms warm-up, 40 ms)."""
+    return triton.testing.do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
+
+
+#: Keyword arguments of every triton.autotune here: quick timing, choices cached on disk.
+AUTOTUNE_KW = {"do_bench": _tuning_bench, "cache_results": True}
 
 
 def check_device(*tensors: Tensor, op: str) -> torch.device:
@@ -153,6 +168,11 @@ def split_count(rows: int, max_splits: int, device: torch.device) -> int:
     return max(1, min(want, max_splits))
 
 
+def fast_math(dtype: torch.dtype) -> bool:
+    """Hardware rcp/sin/cos (inline PTX) for the compiled float32 path; exact library calls otherwise."""
+    return dtype == torch.complex64 and not INTERPRET
+
+
 def launch_guard(device: torch.device):
     """Triton launches on the current CUDA device; make it the tensors' device."""
     if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
@@ -171,36 +191,50 @@ class _NullContext:
 # ----------------------------------------------------------------------------- forward kernel
 
 @triton.jit
-def _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, kappa,
-               BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+def _rcp(x, FAST: tl.constexpr):
+    """1/x; FAST (float32 on CUDA): one hardware reciprocal (rcp.approx.ftz, ~1 ulp) without the
+    range fix-ups of '/', which the kappa scaling makes unnecessary."""
+    if FAST:
+        y = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        y = 1.0 / x
+    return y
+
+
+@triton.jit
+def _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, zik2, kappa,
+               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, FAST: tl.constexpr):
     """Add the pairs n0 .. n0+BLOCK_N-1 to the (BLOCK_N, BLOCK_L) accumulators (scaled by 1/kappa)."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
     if MASKED:
         mask_n = offs_n < N
         vr = tl.load(v_row + 2 * offs_n, mask=mask_n, other=0.0)
         vi = tl.load(v_row + 2 * offs_n + 1, mask=mask_n, other=0.0)
-        wr = tl.load(w_row + 2 * offs_n, mask=mask_n, other=0.0)
+        wr = tl.load(w_row + 2 * offs_n, mask=mask_n, other=-1.0)  # padded pole at -1, its terms masked to 0
         wi = tl.load(w_row + 2 * offs_n + 1, mask=mask_n, other=0.0)
     else:
         vr = tl.load(v_row + 2 * offs_n)
         vi = tl.load(v_row + 2 * offs_n + 1)
         wr = tl.load(w_row + 2 * offs_n)
         wi = tl.load(w_row + 2 * offs_n + 1)
-    alpha = (2.0 * vr)[:, None]                       # (BLOCK_N, 1)
-    c = (-2.0 * vi * wi)[:, None]                     # (BLOCK_N, 1)
-    a = zrk[None, :] - wr[:, None] * kappa[None, :]   # kappa (Re z - Re w)      (BLOCK_N, BLOCK_L)
-    wik = wi[:, None] * kappa[None, :]                # kappa Im w
-    b1 = zik[None, :] - wik                           # kappa (Im z - Im w)
-    b2 = zik[None, :] + wik                           # kappa (Im z + Im w)
-    d_re = a * a - b1 * b2                            # kappa² D
-    d_im = 2.0 * a * zik[None, :]
-    inv = 1.0 / (d_re * d_re + d_im * d_im)
+    alpha = (2.0 * vr)[:, None]                         # (BLOCK_N, 1)
+    c = (-2.0 * vi * wi)[:, None]
+    wr2 = wr[:, None]
+    wi2 = wi[:, None]
+    k2 = kappa[None, :]                                 # (1, BLOCK_L)
+    a = zrk[None, :] - wr2 * k2                         # kappa (Re z - Re w)      (BLOCK_N, BLOCK_L)
+    b1 = zik[None, :] - wi2 * k2                        # kappa (Im z - Im w)
+    b2 = zik[None, :] + wi2 * k2                        # kappa (Im z + Im w)
+    d_re = a * a - b1 * b2                              # kappa² D
+    d_im = a * zik2[None, :]
+    inv = _rcp(d_re * d_re + d_im * d_im, FAST)         # 1 / |kappa² D|²
     if MASKED:
         inv = tl.where(mask_n[:, None], inv, 0.0)
-    n_re = alpha * a + c * kappa[None, :]             # kappa * numerator
+    n_re = alpha * a + c * k2                           # kappa * numerator
     n_im = alpha * zik[None, :]
-    acc_re += (n_re * d_re + n_im * d_im) * inv       # numerator * conj(D) / |D|²
-    acc_im += (n_im * d_re - n_re * d_im) * inv
+    acc_re = acc_re + (n_re * d_re + n_im * d_im) * inv  # numerator * conj(D) / |D|²
+    acc_im = acc_im + (n_im * d_re - n_re * d_im) * inv
     return acc_re, acc_im
 
 
@@ -214,10 +248,11 @@ _FWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 32}), key=["N", "L"])
+@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 32}), key=["N", "L"],
+                 **AUTOTUNE_KW)
 @triton.jit
 def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
-                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr):
+                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, FAST: tl.constexpr):
     """out[b, l] for one row b and BLOCK_L nodes. Pointers are float views (..., 2) of complex data."""
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(L, BLOCK_L)
@@ -230,15 +265,18 @@ def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
     kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)   # (BLOCK_L,)
     zrk = zr * kappa
     zik = zi * kappa
+    zik2 = 2.0 * zik
     v_row = v_ptr + b * N * 2
     w_row = w_ptr + b * N * 2
     acc_re = tl.zeros((BLOCK_N, BLOCK_L), dtype=zr.dtype)
     acc_im = tl.zeros((BLOCK_N, BLOCK_L), dtype=zr.dtype)
     n_full = (N // BLOCK_N) * BLOCK_N
     for n0 in range(0, n_full, BLOCK_N):
-        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, kappa, BLOCK_N, False)
+        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, zik2, kappa, BLOCK_N, False,
+                                    FAST)
     if n_full < N:
-        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n_full, N, zrk, zik, kappa, BLOCK_N, True)
+        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n_full, N, zrk, zik, zik2, kappa, BLOCK_N, True,
+                                    FAST)
     out_re = tl.sum(acc_re, axis=0) * kappa
     out_im = tl.sum(acc_im, axis=0) * kappa
     out_row = out_ptr + b * L * 2
@@ -250,7 +288,7 @@ def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
 
 @triton.jit
 def _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, l0, L, wr, wi,
-              BLOCK_L: tl.constexpr, MASKED: tl.constexpr):
+              BLOCK_L: tl.constexpr, MASKED: tl.constexpr, FAST: tl.constexpr):
     """Add the nodes l0 .. l0+BLOCK_L-1 to the S1 (halved) and S2 accumulators (BLOCK_N, BLOCK_L)."""
     offs_l = l0 + tl.arange(0, BLOCK_L)
     if MASKED:
@@ -264,43 +302,47 @@ def _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, l0, L, wr, wi,
         zi = tl.load(z_ptr + 2 * offs_l + 1)
         gr = tl.load(g_row + 2 * offs_l)
         gi = tl.load(g_row + 2 * offs_l + 1)
-    kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)   # (BLOCK_L,)
-    zrk = zr * kappa
-    zik = zi * kappa
-    g1r = gr * kappa                    # kappa g    (S1 terms)
+    # per node (BLOCK_L,), shared by the BLOCK_N rows
+    kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)
+    zrk = (zr * kappa)[None, :]
+    zik = (zi * kappa)[None, :]
+    g1r = gr * kappa                                    # kappa g    (S1 terms)
     g1i = gi * kappa
-    g2r = g1r * kappa                   # kappa² g   (S2 terms)
+    g2r = g1r * kappa                                   # kappa² g   (S2 terms)
     g2i = g1i * kappa
-    h = (g1i * zik)[None, :]
-    p = (g2r * zik)[None, :]
+    h = (g1i * zi * kappa)[None, :]
+    p = (g2r * zi * kappa)[None, :]
     two_g2r = (2.0 * g2r)[None, :]
-    m4zik = (-4.0 * zik)[None, :]
+    m4zik = (-4.0 * zi * kappa)[None, :]
+    k2 = kappa[None, :]
+    g1r = g1r[None, :]
+    g2i = g2i[None, :]
 
-    a = zrk[None, :] - wr[:, None] * kappa[None, :]   # kappa (Re z - Re w)      (BLOCK_N, BLOCK_L)
-    wik = wi[:, None] * kappa[None, :]
-    b1 = zik[None, :] - wik
-    b2 = zik[None, :] + wik
-    e_re = a * a + b1 * b2                            # kappa² E, E = (z-w)(z̄-w)
-    e_im = -2.0 * a * wik
-    inv = 1.0 / (e_re * e_re + e_im * e_im)
+    a = zrk - wr * k2                                   # kappa (Re z - Re w)   (BLOCK_N, BLOCK_L); wr, wi (BLOCK_N, 1)
+    wik = wi * k2                                       # kappa Im w
+    b1 = zik - wik
+    b2 = zik + wik
+    e_re = a * a + b1 * b2                              # kappa² E, E = (z-w)(z̄-w)
+    e_m = 2.0 * (a * wik)                               # -Im(kappa² E)
+    inv = _rcp(e_re * e_re + e_m * e_m, FAST)
     if MASKED:
         inv = tl.where(mask_l[None, :], inv, 0.0)
-    ir = e_re * inv                                   # 1/E = conj(E)/|E|²
-    ii = -e_im * inv
+    ir = e_re * inv                                     # 1/E = conj(E)/|E|²
+    ii = e_m * inv
     # S1 / 2: (Re g a - Im g Im z - i Re g Im w) / E
-    n1r = g1r[None, :] * a - h
-    n1i = -g1r[None, :] * wik
-    acc1r += n1r * ir - n1i * ii
-    acc1i += n1r * ii + n1i * ir
-    # S2: (2 Re g - 4 Im z q / E) / E
-    qr = p + g2i[None, :] * a
-    qi = -g2i[None, :] * wik
-    uqr = qr * ir - qi * ii
-    uqi = qr * ii + qi * ir
-    sr = two_g2r + m4zik * uqr
+    n1r = g1r * a - h
+    n1i = g1r * wik                                     # minus the imaginary part
+    acc1r = acc1r + n1r * ir + n1i * ii                 # (left to right: two fused multiply-adds)
+    acc1i = acc1i + n1r * ii - n1i * ir
+    # S2: (2 Re g - 4 Im z q / E) / E,  q = Re g Im z + Im g (a - i Im w)
+    qr = g2i * a + p
+    qi = g2i * wik                                      # minus the imaginary part
+    uqr = qr * ir + qi * ii                             # q / E
+    uqi = qr * ii - qi * ir
+    sr = m4zik * uqr + two_g2r
     si = m4zik * uqi
-    acc2r += sr * ir - si * ii
-    acc2i += sr * ii + si * ir
+    acc2r = acc2r + sr * ir - si * ii
+    acc2i = acc2i + sr * ii + si * ir
     return acc1r, acc1i, acc2r, acc2i
 
 
@@ -314,10 +356,11 @@ _BWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 16}), key=["N", "L"])
+@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 16}), key=["N", "L"],
+                 **AUTOTUNE_KW)
 @triton.jit
 def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLITS,
-                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr):
+                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, FAST: tl.constexpr):
     """grad_v, grad_w for one row b, BLOCK_N pairs, and the share s of the nodes (tiles s, s+SPLITS, ...).
 
     Writes partial gradients to dv/dw[(s, b, n)] (float views, (SPLITS, B, N, 2)).
@@ -333,8 +376,11 @@ def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLI
     row = b * N * 2
     vr = tl.load(v_ptr + row + 2 * offs_n, mask=mask_n, other=0.0)
     vi = tl.load(v_ptr + row + 2 * offs_n + 1, mask=mask_n, other=0.0)
-    wr = tl.load(w_ptr + row + 2 * offs_n, mask=mask_n, other=0.0)
+    # padded rows (never stored) get the pole w = -1 so that they stay finite
+    wr = tl.load(w_ptr + row + 2 * offs_n, mask=mask_n, other=-1.0)
     wi = tl.load(w_ptr + row + 2 * offs_n + 1, mask=mask_n, other=0.0)
+    wr2 = wr[:, None]
+    wi2 = wi[:, None]
     g_row = g_ptr + b * L * 2
     acc1r = tl.zeros((BLOCK_N, BLOCK_L), dtype=vr.dtype)
     acc1i = tl.zeros((BLOCK_N, BLOCK_L), dtype=vr.dtype)
@@ -343,10 +389,10 @@ def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLI
     n_full = L // BLOCK_L
     for tile in range(s, n_full, SPLITS):
         acc1r, acc1i, acc2r, acc2i = _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, tile * BLOCK_L, L,
-                                               wr, wi, BLOCK_L, False)
+                                               wr2, wi2, BLOCK_L, False, FAST)
     if (n_full * BLOCK_L < L) & (n_full % SPLITS == s):
         acc1r, acc1i, acc2r, acc2i = _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, n_full * BLOCK_L, L,
-                                               wr, wi, BLOCK_L, True)
+                                               wr2, wi2, BLOCK_L, True, FAST)
     s1r = 2.0 * tl.sum(acc1r, axis=1)
     s1i = 2.0 * tl.sum(acc1i, axis=1)
     s2r = tl.sum(acc2r, axis=1)
@@ -372,7 +418,7 @@ def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
     vr, wr, zr, outr = as_real(v), as_real(w), as_real(z), torch.view_as_real(out)
     grid = lambda meta: (B * triton.cdiv(L, meta["BLOCK_L"]),)  # noqa: E731
     with launch_guard(v.device):
-        _cauchy_fwd_kernel[grid](vr, wr, zr, outr, N, L)
+        _cauchy_fwd_kernel[grid](vr, wr, zr, outr, N, L, FAST=fast_math(v.dtype))
     return out
 
 
@@ -388,7 +434,8 @@ def _backward(v: Tensor, w: Tensor, z: Tensor, grad: Tensor) -> tuple[Tensor, Te
     grid = lambda meta: (B * triton.cdiv(N, meta["BLOCK_N"]) * splits,)  # noqa: E731
     with launch_guard(v.device):
         _cauchy_bwd_kernel[grid](as_real(v), as_real(w), as_real(z), as_real(grad),
-                                 torch.view_as_real(dv), torch.view_as_real(dw), B, N, L, splits)
+                                 torch.view_as_real(dv), torch.view_as_real(dw), B, N, L, splits,
+                                 FAST=fast_math(v.dtype))
     if splits == 1:
         return dv[0], dw[0]
     return dv.sum(0), dw.sum(0)
