@@ -20,6 +20,11 @@ class CellVerdict:
     check: str
     verdict: str
     detail: str = ""
+    known_fail: str | None = None  # the analysis of a FAIL that is real (the paper's statement does not hold)
+
+    @property
+    def unexpected_fail(self) -> bool:
+        return self.verdict == "FAIL" and not self.known_fail
 
 
 def latest_result(spec_id: str, tier: str, root: Path | None = None) -> Path | None:
@@ -61,7 +66,8 @@ def judge(cell: dict, tier: str, measured: dict[tuple[str, str], Any]) -> CellVe
     key = (cell["row"], cell["column"])
     value = measured.get(key)
     centre = check.get("target", cell["paper"])
-    out = CellVerdict(cell["row"], cell["column"], cell["paper"], value, describe(check, centre), "NOT-RUN")
+    out = CellVerdict(cell["row"], cell["column"], cell["paper"], value, describe(check, centre), "NOT-RUN",
+                      known_fail=cell.get("known_fail"))
     if "not_run" in check:
         out.detail = check["not_run"]
         return out

@@ -13,6 +13,7 @@ EXPECTED_DIR = Path("expected")
 
 TOP_KEYS = {"table", "paper", "title", "source", "rows", "columns", "cells"}
 CELL_KEYS = {"row", "column", "paper", "std", "unit", "better", "source", "note", "checks"}
+OPTIONAL_CELL_KEYS = {"known_fail"}
 
 CHECK_KINDS = {"tolerance", "bound", "within_factor", "ordering", "not_run"}
 
@@ -105,7 +106,7 @@ def schema_errors(doc: Any, name: str) -> list[str]:
             errs.append(f"{where}: must be a mapping")
             continue
         where = f"{name}: cell ({c.get('row')!r}, {c.get('column')!r})"
-        missing, unknown = CELL_KEYS - set(c), set(c) - CELL_KEYS
+        missing, unknown = CELL_KEYS - set(c), set(c) - CELL_KEYS - OPTIONAL_CELL_KEYS
         if missing:
             errs.append(f"{where}: missing key(s) {sorted(missing)}")
         if unknown:
@@ -135,6 +136,8 @@ def schema_errors(doc: Any, name: str) -> list[str]:
             errs.append(f"{where}: 'source' must be a non-empty string")
         if c.get("note") is not None and not _is_text(c.get("note")):
             errs.append(f"{where}: 'note' must be null or a non-empty string")
+        if "known_fail" in c and not _is_text(c["known_fail"]):
+            errs.append(f"{where}: 'known_fail' must be the analysis of a measured FAIL (non-empty text)")
         chk = c.get("checks")
         if not isinstance(chk, dict) or set(chk) != set(TIERS):
             errs.append(f"{where}: 'checks' must have exactly the tiers {list(TIERS)}, "

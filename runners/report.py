@@ -51,7 +51,9 @@ def _grid(expected: dict, verdicts: list[CellVerdict]) -> str:
 
 
 def _details(verdicts: list[CellVerdict]) -> str:
-    rows = [[v.row, v.column, fmt(v.paper), fmt(v.measured), v.check, v.verdict, v.detail] for v in verdicts]
+    rows = [[v.row, v.column, fmt(v.paper), fmt(v.measured), v.check, v.verdict,
+             v.detail + (f" Known discrepancy: {v.known_fail}" if v.known_fail and v.verdict == "FAIL" else "")]
+            for v in verdicts]
     return tabulate(rows, headers=["row", "column", "paper", "ours", "check", "verdict", "detail"], tablefmt="github")
 
 
@@ -88,6 +90,8 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path) -> dict[str, dict
         lines += [f"Measured on {_env_line(result)}. Results file: `{path}`.", "",
                   "Verdicts: " + ", ".join(f"{k} {n}" for k, n in counts[tier].items()), "",
                   _grid(expected, verdicts), ""]
+        known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}
+        lines += [f"**FAIL, analysed:** {k}" for k in sorted(known)] + ([""] if known else [])
         for note in result.get("notes", []):
             lines.append(f"- {note}")
         if result.get("notes"):

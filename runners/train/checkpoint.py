@@ -33,11 +33,18 @@ def save_atomic(obj: dict[str, Any], path: Path) -> None:
             torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -51,22 +58,23 @@ def load(path: Path) -> dict[str, Any]:
     return ckpt
 
 
-def rng_state() -> dict[str, Any]:
-    """This process's random-number states as tensors and plain values."""
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """This process's random-number states as tensors and plain values (CUDA: ``device``'s only)."""
     mt_name, mt_keys, mt_pos, has_gauss, cached = np.random.get_state()
+    cuda = device is not None and device.type == "cuda"
     return {
         "torch": torch.get_rng_state(),
-        "cuda": [s for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
+        "cuda": torch.cuda.get_rng_state(device) if cuda else None,
         "numpy": {"name": mt_name, "keys": torch.from_numpy(mt_keys.astype(np.int64)), "pos": int(mt_pos),
                   "has_gauss": int(has_gauss), "cached": float(cached)},
         "python": random.getstate(),
     }
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if state["cuda"] is not None and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
     n = state["numpy"]
     np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
     py = state["python"]

@@ -142,7 +142,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         history, partial = list(ckpt["history"]), ckpt["partial"]
         elapsed_before, epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
         if ckpt["world_size"] == world:
-            ckpt_io.set_rng_state(ckpt["rng"][rank])
+            ckpt_io.set_rng_state(ckpt["rng"][rank], device)
         else:
             warnings.warn(f"{ckpt_path}: saved with {ckpt['world_size']} processes, resumed with {world}; "
                           "data order is unchanged but random states (dropout) are reseeded")
@@ -153,7 +153,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
 
     net: nn.Module = DDP(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else model
     budget_s = cfg.max_minutes * 60 if cfg.max_minutes is not None else math.inf
-    steps_this_call, train_seconds = 0, 0.0
+    steps_this_call, train_seconds, save_seconds = 0, 0.0, 0.0  # this call's steps and their time
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -161,7 +161,9 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         return elapsed_before + time.perf_counter() - t_call
 
     def save(partial_entry: Optional[dict]) -> None:
-        rng = dist_io.gather_objects(ckpt_io.rng_state(), info)  # collective: every rank
+        nonlocal save_seconds
+        t_save = time.perf_counter()
+        rng = dist_io.gather_objects(ckpt_io.rng_state(device), info)  # collective: every rank
         sums = dist_io.all_reduce_sum(accum.clone(), info)
         if main:
             ckpt_io.save_atomic({
@@ -174,6 +176,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 "elapsed_seconds": elapsed(), "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
                 "rng": rng,
             }, ckpt_path)
+        dist_io.barrier(info)  # no process runs ahead of the file on disk
+        save_seconds += time.perf_counter() - t_save
 
     stop_reason = "completed"
     if elapsed_before >= budget_s and epoch < cfg.epochs:  # spent by earlier runs: no step at all
@@ -187,8 +191,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                    disable=not show, leave=False, dynamic_ncols=True)
         net.train()
         lr_factor = schedule.factor(global_step)
+        t_train, save_seconds = time.perf_counter(), 0.0
         while step < steps_per_epoch:
-            t_step = time.perf_counter()
             lr_factor = schedule.apply(optimizer, global_step)
             for i in range(cfg.grad_accum):
                 x, y = (_to(t, device) for t in next(batches))
@@ -196,9 +200,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 with (net.no_sync() if world > 1 and not last else nullcontext()):
                     with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                         out = _forward(net, x, task.dual)
-                    loss, sums = _loss_and_sums(out, y, task)
+                    loss = _loss_and_accumulate(out, y, task, accum)
                     scaler.scale(loss / cfg.grad_accum).backward()
-                accum += sums
             if cfg.grad_clip is not None:
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -206,7 +209,6 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
-            train_seconds += time.perf_counter() - t_step
             bar.update(1)
             if show and (step % 10 == 0 or step == steps_per_epoch):
                 bar.set_postfix(loss=f"{(accum[0] / accum[2]).item():.4f}", lr=f"{cfg.lr * lr_factor:.2e}")
@@ -218,6 +220,9 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 stop_reason = "max_minutes"
                 break
         bar.close()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # so the steps' GPU time is counted as training time
+        train_seconds += time.perf_counter() - t_train - save_seconds
 
         # ---- end of epoch (or of the budget): evaluate, log, checkpoint
         train_loss, train_metric = _finish(dist_io.all_reduce_sum(accum.clone(), info), task.task_type)
@@ -258,6 +263,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         write_json_atomic(run_dir / "summary.json", {
             **result.to_dict(), "config": cfg.to_dict(), "model_config": model_config, "task": task_sig,
             "device": str(device), "elapsed_seconds": elapsed(), "epochs_done": epoch})
+    dist_io.barrier(info)
     return result
 
 
@@ -278,7 +284,7 @@ def evaluate(model: nn.Module, dataset: Dataset, task: TaskData, cfg: TrainConfi
         x, y = _to(x, device), _to(y, device)
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             out = _forward(model, x, task.dual)
-        sums += _loss_and_sums(out, y, task)[1]
+        _loss_and_accumulate(out, y, task, sums)
     model.train(was_training)
     return _finish(dist_io.all_reduce_sum(sums, info), task.task_type)
 
@@ -287,8 +293,12 @@ def _forward(model: nn.Module, x: Any, dual: bool) -> torch.Tensor:
     return model(*x) if dual else model(x)
 
 
-def _loss_and_sums(out: torch.Tensor, y: torch.Tensor, task: TaskData) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean loss of the batch, and float64 sums [loss * n, correct (or squared error), n, elements]."""
+def _loss_and_accumulate(out: torch.Tensor, y: torch.Tensor, task: TaskData, sums: torch.Tensor) -> torch.Tensor:
+    """Mean loss of the batch; adds [loss * n, correct (or squared error), n, elements] to ``sums``.
+
+    Cross-entropy and accuracy (classification) or MSE and squared error (regression), in float32
+    whatever the autocast dtype; the float64 sums stay on the device (no host sync per step).
+    """
     n = y.shape[0]
     if out.shape != (n, task.d_output):
         raise ValueError(f"task {task.name!r}: the model returned shape {tuple(out.shape)}, expected "
@@ -303,14 +313,15 @@ def _loss_and_sums(out: torch.Tensor, y: torch.Tensor, task: TaskData) -> tuple[
         loss = F.mse_loss(out, y)
         hits = (out.detach() - y).pow(2).sum()
         elements = y.numel()
-    sums = torch.stack([loss.detach().double() * n, hits.double(),
-                        torch.tensor(float(n), dtype=torch.float64, device=out.device),
-                        torch.tensor(float(elements), dtype=torch.float64, device=out.device)])
-    return loss, sums
+    sums[0] += loss.detach().double() * n
+    sums[1] += hits.double()
+    sums[2] += n
+    sums[3] += elements
+    return loss
 
 
 def _finish(sums: torch.Tensor, task_type: str) -> tuple[float, float]:
-    """(mean loss, accuracy in percent | RMSE) from the sums of :func:`_loss_and_sums`."""
+    """(mean loss, accuracy in percent | RMSE) from the sums of :func:`_loss_and_accumulate`."""
     loss_sum, hits, n, elements = sums.tolist()
     if n == 0:
         return math.nan, math.nan
@@ -348,7 +359,7 @@ def _train_loader(task: TaskData, cfg: TrainConfig, world: int, rank: int, epoch
     sampler = DistributedSampler(task.train, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed,
                                  drop_last=True)
     sampler.set_epoch(epoch)
-    indices = list(sampler)[0: (steps_per_epoch - start_step) * per_rank]
+    indices = list(sampler)[start_step * per_rank: steps_per_epoch * per_rank]
     return _loader(task.train, indices, micro, task, cfg, device, seed=cfg.seed + epoch)
 
 
@@ -416,6 +427,7 @@ def _rewrite_jsonl(path: Path, entries: list[dict]) -> None:
             fh.writelines(json.dumps(e) + "\n" for e in entries)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~ckpt_io._umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
