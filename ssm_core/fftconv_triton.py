@@ -12,6 +12,11 @@ A complex tensor is handled as its real view: the pack / unpack tiles are (BLOCK
 interleaved real / imaginary parts), so the complex side is read and written contiguously; float j of a row
 is position l = j // 2 of batch row p (j even) or p + B2 (j odd). Float32 and float64 both work (float64 for
 the tests). Offsets are int64.
+
+Measured (NVIDIA H200, B=32, H=256, L=4096, results/bench-layers/20261126T060727_gpu_profile.txt): the spectral
+passes run near the copy bandwidth (spectral_bwd 214 us for 768 MiB), the pack / unpack passes at a third to
+half of it (unpack 313 us, pack 224 us per call against ~65-120 us floors). An earlier unpack that loaded
+(rows, cols, 2) tiles and split them ran in 87 us; the same shape joined and stored (pack) ran in 493 us.
 """
 from __future__ import annotations
 

@@ -236,19 +236,20 @@ class TransformerModel(nn.Module):
     """Token embedding + sinusoidal positions -> n_layers TransformerBlocks -> final LayerNorm -> pooling ->
     decoder, the same outer structure as ssm_core.blocks.SequenceModel.
 
-    forward: (B, L) token ids -> (B, d_output), or (B, L, d_output) with pool='none'.
+    forward: (B, L) token ids (vocab_size set) or (B, L, d_input) floats (vocab_size None: a linear encoder, as
+    the LRA image / Pathfinder baselines use) -> (B, d_output), or (B, L, d_output) with pool='none'.
     Generation (causal=True, pool='none'): ``default_state(batch, max_len)``, ``step(tokens (B,), state)``.
     The S4 Appendix D.1 benchmark model (Tay et al.): d_model=256, n_layers=4, n_heads=4, qkv_dim=128.
     """
 
-    def __init__(self, vocab_size: int, d_output: int, d_model: int = 256, n_layers: int = 4, n_heads: int = 4,
-                 qkv_dim: int | None = None, ffn_dim: int = 0, attention: str = "softmax",
+    def __init__(self, vocab_size: int | None, d_output: int, d_model: int = 256, n_layers: int = 4,
+                 n_heads: int = 4, qkv_dim: int | None = None, ffn_dim: int = 0, attention: str = "softmax",
                  impl: str = "materialized", causal: bool = False, pool: str = "mean",
-                 n_features: int | None = None, dropout: float = 0.0, feature_seed: int = 0):
+                 n_features: int | None = None, dropout: float = 0.0, feature_seed: int = 0, d_input: int = 1):
         super().__init__()
         self.pool = _check("pool", pool, POOLS)
         self.d_model, self.causal = d_model, causal
-        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.embedding = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(
             TransformerBlock(d_model, n_heads, qkv_dim, ffn_dim, dropout, attention=attention, impl=impl,
                              causal=causal, n_features=n_features, feature_seed=feature_seed + i)
@@ -256,20 +257,26 @@ class TransformerModel(nn.Module):
         self.final_norm = nn.LayerNorm(d_model)
         self.decoder = nn.Linear(d_model, d_output)
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        if tokens.dim() != 2 or tokens.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
-            raise ValueError(f"TransformerModel.forward: expected (B, L) integer tokens, got "
-                             f"{tuple(tokens.shape)} {tokens.dtype}")
-        pos = torch.arange(tokens.shape[1], device=tokens.device)
-        h = self.embedding(tokens) + sinusoidal_positions(pos, self.d_model).to(self.embedding.weight.dtype)
+    def features(self, x: Tensor) -> Tensor:
+        """(B, L) tokens or (B, L, d_input) floats -> pooled (B, D), or (B, L, D) with pool='none'."""
+        tokens = isinstance(self.embedding, nn.Embedding)
+        if tokens and (x.dim() != 2 or x.is_floating_point()):
+            raise ValueError(f"TransformerModel: expected (B, L) integer tokens, got {tuple(x.shape)} {x.dtype}")
+        if not tokens and (x.dim() != 3 or not x.is_floating_point()):
+            raise ValueError(f"TransformerModel: expected (B, L, d_input) floats, got {tuple(x.shape)} {x.dtype}")
+        pos = torch.arange(x.shape[1], device=x.device)
+        h = self.embedding(x) + sinusoidal_positions(pos, self.d_model).to(self.embedding.weight.dtype)
         for block in self.blocks:
             h = block(h)  # (B, L, D)
         h = self.final_norm(h)
         if self.pool == "mean":
-            h = h.mean(dim=1)
-        elif self.pool == "last":
-            h = h[:, -1]
-        return self.decoder(h)
+            return h.mean(dim=1)
+        if self.pool == "last":
+            return h[:, -1]
+        return h
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.features(x))
 
     def setup_step(self) -> None:
         """Nothing to precompute (present for symmetry with SequenceModel)."""

@@ -1,0 +1,381 @@
+"""Benchmark of the whole S4 and S4D layers, forward+backward, on a GPU (issue 3).
+
+SSMLayer (N = 64, GELU, transposed (B, H, L) input like the official FFTConv) at H = 128, 256, 512 with
+B = 32, L = 1024 and 4096, and B = 8, L = 16384: median time of one forward+backward
+(triton.testing.do_bench) and its peak memory (torch.cuda.max_memory_allocated above what was allocated
+before the step: parameters, input and output gradient). Rows: kernel backend 'triton' (the Cauchy /
+Vandermonde Triton kernels) and 'torch' (the chunked reference); output 'none' (kernel + FFT convolution
++ D skip + activation: what the official FFTConv computes, so comparable to its numbers) and 'glu' (with
+the position-wise GLU output, for information). At H = 256, B = 32, L = 4096 also: the default (B, L, H)
+layout, the layer before this change (rfft / irfft, then D skip and activation as separate ops), the
+kernel and the convolution alone, and the copy bandwidth of the card (the memory floor's ceiling).
+
+Writes results/bench-layers/<UTC stamp>_gpu.json (environment and card included) and the markdown table
+tables/bench-layers.md, with the official FFTConv's H200 numbers (shared/DESIGN.md) and the targets.
+
+    python benchmarks/bench_layers.py                       # on a GPU
+    python benchmarks/bench_layers.py --profile             # ... and a torch.profiler table (--profile-file)
+    python benchmarks/bench_layers.py --quick --out-dir D   # toy sizes on the CPU, JSON and table into D
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from ssm_core import SSMLayer  # noqa: E402
+from ssm_core.fftconv import fft_conv  # noqa: E402
+
+D_STATE = 64
+SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]
+KEY = (256, 32, 4096)  # H, B, L of the targets
+# The official FFTConv (with its CUDA extension) on an NVIDIA H200, N = 64, fwd+bwd (shared/DESIGN.md):
+# (mode, H, B, L) -> (ms, peak MiB)
+OFFICIAL_H200 = {
+    ("s4", 256, 32, 4096): (5.38, 1833),
+    ("s4", 512, 8, 16384): (13.8, 3906),
+    ("s4d", 256, 32, 4096): (3.86, 1809),
+    ("s4d", 512, 8, 16384): (9.33, 3713),
+}
+TARGET_MS = {("s4", 256, 32, 4096): 2.7, ("s4d", 256, 32, 4096): 1.9}  # issue 3; memory: no more than official
+QUICK_SHAPES = [(8, 2, 64)]
+
+
+# -- timing and memory ---------------------------------------------------------------------------------------------
+def median_ms(fn: Callable[[], Any], device: torch.device, grads: list[torch.Tensor]) -> float:
+    if device.type == "cuda":
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, warmup=25, rep=100, grad_to_none=grads, return_mode="median"))
+    times = []
+    for _ in range(3):
+        for t in grads:
+            t.grad = None
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def peak_mib(fn: Callable[[], Any], device: torch.device, grads: list[torch.Tensor]) -> float | None:
+    """Peak memory of one step above what was allocated before it (CUDA only; gradients start as None)."""
+    if device.type != "cuda":
+        return None
+    for t in grads:
+        t.grad = None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    peak = (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    for t in grads:
+        t.grad = None
+    return peak
+
+
+# -- what is timed ---------------------------------------------------------------------------------------------------
+def make_layer(mode: str, h: int, backend: str, output: str, transposed: bool, device: torch.device) -> SSMLayer:
+    torch.manual_seed(0)
+    return SSMLayer(h, D_STATE, mode=mode, output=output, transposed=transposed, backend=backend).to(device)
+
+
+def unfused_before(layer: SSMLayer, x: torch.Tensor) -> torch.Tensor:
+    """The layer's convolution path before this change (output='none', transposed): rfft(u, 2L), rfft(k, 2L),
+    irfft of the product, slice, + D u, activation -- each a separate op, autograd through all of them."""
+    length = x.shape[-1]
+    k = layer.kernel(length)  # (1, H, L)
+    y = torch.fft.irfft(torch.fft.rfft(x, n=2 * length) * torch.fft.rfft(k[0], n=2 * length), n=2 * length)
+    return F.gelu(y[..., :length] + x * layer.d[0][:, None])
+
+
+def bench_step(name: str, step: Callable[[], None], grads: list[torch.Tensor], device: torch.device) -> dict:
+    step()  # compile / autotune / plan caches
+    for t in grads:
+        t.grad = None
+    mib = peak_mib(step, device, grads)
+    ms = median_ms(step, device, grads)
+    return {"ms": round(ms, 4), "peak_mib": None if mib is None else round(mib, 1)}
+
+
+def layer_row(mode: str, backend: str, output: str, h: int, b: int, length: int, device: torch.device,
+              transposed: bool = True, variant: str = "layer") -> dict[str, Any]:
+    row: dict[str, Any] = dict(mode=mode, backend=backend, output=output, layout="(B,H,L)" if transposed else
+                               "(B,L,H)", variant=variant, H=h, B=b, L=length)
+    official = OFFICIAL_H200.get((mode, h, b, length)) if output == "none" and variant == "layer" else None
+    row["official_ms"], row["official_mib"] = official if official else (None, None)
+    row["target_ms"] = TARGET_MS.get((mode, h, b, length)) if official else None
+    try:
+        layer = make_layer(mode, h, backend, output, transposed, device)
+        shape = (b, h, length) if transposed else (b, length, h)
+        x = torch.randn(*shape, device=device, requires_grad=True)
+        params = [p for p in layer.parameters() if p.requires_grad]
+        grads = [x, *params]
+        if variant == "layer":
+            fwd = lambda: layer(x)  # noqa: E731
+        elif variant == "before":
+            fwd = lambda: unfused_before(layer, x)  # noqa: E731
+        elif variant == "kernel only":
+            grads = params
+            fwd = lambda: layer.kernel(length)  # noqa: E731
+        elif variant == "conv only":
+            k = (torch.randn(1, h, length, device=device) / length ** 0.5).requires_grad_()
+            grads = [x, k, layer.d]
+            fwd = lambda: fft_conv(x, k, layer.d, activation="gelu")  # noqa: E731
+        else:
+            raise ValueError(f"unknown variant {variant!r}")
+        g = torch.randn_like(fwd())
+
+        def step() -> None:
+            fwd().backward(g)
+
+        row.update(bench_step(variant, step, grads, device))
+        if row["target_ms"] is not None:
+            row["meets_target"] = bool(row["ms"] <= row["target_ms"] and row["peak_mib"] is not None
+                                       and row["peak_mib"] <= row["official_mib"])
+        del layer, x, g, grads, params
+    except Exception as exc:  # recorded as "X" with the reason (e.g. out of memory, a kernel that fails)
+        row.update(ms="X", peak_mib="X", error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        traceback.print_exc()
+    return row
+
+
+def copy_bandwidth_gbs(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    from triton.testing import do_bench
+
+    src = torch.randn(256 * 2**20, device=device)  # 1 GiB
+    dst = torch.empty_like(src)
+    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median")
+    del src, dst
+    torch.cuda.empty_cache()
+    return round(2 * 2**30 / (ms * 1e-3) / 1e9, 1)
+
+
+def launch_overhead_us(device: torch.device) -> dict[str, float] | None:
+    """Host time per launch of a tiny torch op and of a tiny Triton pass (mean of 2000, after warm-up): what the
+    many small ops of the kernel generation cost when the GPU has nothing else to do."""
+    if device.type != "cuda":
+        return None
+    from ssm_core import fftconv_triton
+
+    x = torch.randn(16, device=device)
+    y = torch.randn(1, 1, 1, 8, dtype=torch.complex64, device=device)
+    out = torch.empty(2, 1, 1, 4, device=device)
+    result = {}
+    for name, fn in (("torch_op", lambda: x.add_(1.0)), ("triton_launch", lambda: fftconv_triton.unpack(y, out))):
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        result[f"{name}_us"] = round((time.perf_counter() - t0) / 2000 * 1e6, 2)
+        torch.cuda.synchronize()
+    return result
+
+
+def run_profile(path: Path, device: torch.device) -> None:
+    texts = []
+    for mode in ("s4d", "s4"):
+        try:
+            texts.append(f"== {mode} H={KEY[0]} B={KEY[1]} L={KEY[2]}, 5 x forward+backward ==\n"
+                         + profile_table(mode, device))
+        except Exception as exc:  # the profiler may not see the GPU everywhere (e.g. no CUPTI)
+            texts.append(f"== {mode}: profiler failed: {type(exc).__name__}: {exc}")
+    _write_text_atomic(path, "\n\n".join(texts))
+    print("\n\n".join(texts), flush=True)
+
+
+def profile_table(mode: str, device: torch.device, rows: int = 25) -> str:
+    """torch.profiler: the top CUDA kernels of forward+backward at the key size (5 steps)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    h, b, length = KEY
+    layer = make_layer(mode, h, "auto", "none", True, device)
+    x = torch.randn(b, h, length, device=device, requires_grad=True)
+    g = torch.randn_like(x)
+    for _ in range(2):
+        layer(x).backward(g)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            layer(x).backward(g)
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=70)
+
+
+# -- the sweep -------------------------------------------------------------------------------------------------------
+def plan(quick: bool) -> list[dict[str, Any]]:
+    """Row specifications, the rows of the targets first (so that a cut-off run still has them)."""
+    if quick:
+        return [dict(mode=m, backend="torch", output=o, h=h, b=b, length=length, variant=v)
+                for m in ("s4d", "s4") for (h, b, length) in QUICK_SHAPES for o in ("none", "glu")
+                for v in ("layer",)] + [dict(mode="s4d", backend="torch", output="none", h=8, b=2, length=64,
+                                             variant=v) for v in ("before", "kernel only", "conv only")]
+    h, b, length = KEY
+    specs = [dict(mode=m, backend="triton", output="none", h=h, b=b, length=length) for m in ("s4d", "s4")]
+    for m in ("s4d", "s4"):
+        specs += [dict(mode=m, backend="triton", output="none", h=h, b=b, length=length, variant=v)
+                  for v in ("before", "kernel only", "conv only")]
+        specs += [dict(mode=m, backend="triton", output=o, h=h, b=b, length=length, transposed=False)
+                  for o in ("none", "glu")]
+    for m in ("s4d", "s4"):
+        for backend in ("triton", "torch"):
+            for output in ("none", "glu"):
+                for (hh, bb, ll) in SHAPES:
+                    spec = dict(mode=m, backend=backend, output=output, h=hh, b=bb, length=ll)
+                    if spec not in specs:
+                        specs.append(spec)
+    return specs
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}" if x < 100 else f"{x:.0f}"
+    return str(x)
+
+
+def markdown_table(record: dict[str, Any]) -> str:
+    from tabulate import tabulate
+
+    env = record["environment"]
+    lines = [
+        "# S4 / S4D layer forward+backward (issue 3)",
+        "",
+        f"Card: **{env['device_name']}**; torch {env['torch']}, CUDA {env['cuda']}, triton {env['triton']}; "
+        f"commit {env['git_commit']}; {record['created']}. Results file: `{record['results_file']}`.",
+        "",
+        "SSMLayer, N = 64, GELU, float32, median of `triton.testing.do_bench` of one forward+backward; peak = "
+        "`torch.cuda.max_memory_allocated` during the step above what was allocated before it. Input (B, H, L) "
+        "(transposed=True) unless the layout says (B, L, H). output 'none' = kernel + FFT convolution + D skip + "
+        "activation, what the official `FFTConv` computes: compare those rows with the official numbers (NVIDIA "
+        "H200, shared/DESIGN.md). 'glu' adds the position-wise GLU output (information). backend = the "
+        "Cauchy / Vandermonde implementation (the FFT convolution's passes run in Triton on CUDA in every row).",
+        "",
+    ]
+    if record.get("code"):
+        lines += [f"Code measured: {record['code']}", ""]
+    for note in record.get("notes", []):
+        lines += [f"Note: {note}", ""]
+    if record.get("copy_bandwidth_gbs"):
+        lines += [f"Device-to-device copy bandwidth on this card: {record['copy_bandwidth_gbs']} GB/s "
+                  "(read + write, 1 GiB).", ""]
+    if record.get("launch_overhead_us"):
+        lo = record["launch_overhead_us"]
+        lines += [f"Host time per launch on this machine: {lo['torch_op_us']} us for a tiny torch op, "
+                  f"{lo['triton_launch_us']} us for a tiny Triton pass (mean of 2000).", ""]
+    headers = ["layer", "output", "backend", "layout", "variant", "H", "B", "L", "ms", "peak MiB", "official ms",
+               "official MiB", "target ms", "meets target"]
+    body = []
+    for r in record["rows"]:
+        meets = r.get("meets_target")
+        body.append([r["mode"].upper(), r["output"], r["backend"], r["layout"], r["variant"], r["H"], r["B"], r["L"],
+                     _fmt(r["ms"]), _fmt(r["peak_mib"], 4), _fmt(r["official_ms"]), _fmt(r["official_mib"]),
+                     _fmt(r["target_ms"]), "-" if meets is None else ("yes" if meets else "NO")])
+    lines.append(tabulate(body, headers=headers, tablefmt="github"))
+    errors = [r for r in record["rows"] if r.get("error")]
+    if errors:
+        lines += ["", "Failed rows (X):", ""]
+        lines += [f"- {r['mode']} {r['backend']} {r['output']} {r['variant']} H={r['H']} B={r['B']} L={r['L']}: "
+                  f"{r['error']}" for r in errors]
+    lines += ["", "Variants: 'layer' = SSMLayer forward+backward; 'before' = the convolution path before the fused "
+              "FFT convolution (rfft / irfft, D skip and activation as separate ops); 'kernel only' = the SSM "
+              "kernel's generation (Cauchy / Vandermonde and the rest) forward+backward; 'conv only' = the fused "
+              "FFT convolution with a given kernel.", ""]
+    return "\n".join(lines)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv: list[str] | None = None) -> dict[str, str]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="toy sizes on the CPU; JSON and table go to --out-dir")
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="results root (default: results/; with --quick: a new temporary directory)")
+    parser.add_argument("--tables-dir", type=Path, default=None,
+                        help="where bench-layers.md goes (default: tables/; with --quick: --out-dir)")
+    parser.add_argument("--profile", action="store_true", help="also write a torch.profiler table (CUDA only)")
+    parser.add_argument("--profile-file", type=Path, default=None, help="default: <out-dir>/profile-layers.txt")
+    parser.add_argument("--key-only", action="store_true", help="only the rows at H=256, B=32, L=4096")
+    args = parser.parse_args(argv)
+
+    from runners.results import environment, new_result_path, utc_now, write_json_atomic
+
+    if args.quick:
+        device = torch.device("cpu")
+        out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="bench-layers-"))
+        tables_dir = args.tables_dir or out_dir
+    else:
+        if not torch.cuda.is_available():
+            parser.error("the benchmark needs a CUDA device; use --quick for a CPU smoke run")
+        device = torch.device("cuda")
+        out_dir = args.out_dir or REPO / "results"
+        tables_dir = args.tables_dir or REPO / "tables"
+    path = new_result_path("bench-layers", "quick" if args.quick else "gpu", root=out_dir)
+    table_path = tables_dir / "bench-layers.md"
+    record: dict[str, Any] = {
+        "spec": "bench-layers", "created": utc_now(), "environment": environment(device),
+        "results_file": str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path),
+        "config": {"d_state": D_STATE, "activation": "gelu", "dtype": "float32", "quick": args.quick},
+        "official_h200": {"|".join(map(str, k)): v for k, v in OFFICIAL_H200.items()},
+        "targets_ms": {"|".join(map(str, k)): v for k, v in TARGET_MS.items()},
+        "copy_bandwidth_gbs": copy_bandwidth_gbs(device), "launch_overhead_us": launch_overhead_us(device),
+        "rows": [],
+    }
+    specs = plan(args.quick)
+    if args.key_only:
+        specs = [s for s in specs if (s["h"], s["b"], s["length"]) == KEY]
+    profiled = not (args.profile and device.type == "cuda")
+    for spec in specs:
+        if not profiled and (spec["h"], spec["b"], spec["length"]) != KEY:  # after the rows at the key size
+            run_profile(args.profile_file or out_dir / "profile-layers.txt", device)
+            profiled = True
+        row = layer_row(spec["mode"], spec["backend"], spec["output"], spec["h"], spec["b"], spec["length"],
+                        device, transposed=spec.get("transposed", True), variant=spec.get("variant", "layer"))
+        record["rows"].append(row)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        print(f"{row['mode']:4s} {row['backend']:6s} {row['output']:4s} {row['layout']} {row['variant']:12s} "
+              f"H={row['H']:4d} B={row['B']:3d} L={row['L']:6d}  {row['ms']} ms  {row['peak_mib']} MiB"
+              + (f"  (official {row['official_ms']} ms / {row['official_mib']} MiB, target {row['target_ms']})"
+                 if row["official_ms"] else ""), flush=True)
+        write_json_atomic(path, record)  # after every row: a cut-off run keeps what it measured
+        _write_text_atomic(table_path, markdown_table(record))
+    if not profiled:
+        run_profile(args.profile_file or out_dir / "profile-layers.txt", device)
+    write_json_atomic(path, record)
+    _write_text_atomic(table_path, markdown_table(record))
+    print(f"wrote {path} and {table_path}")
+    return {"json": str(path), "table": str(table_path)}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Every dataset the training tables use, by name: loaders (published layouts) and preparers (generators,
+stand-ins) that write such a layout into a directory of the suite's own."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .base import TaskData
+
+
+def _lra(task: str) -> Callable[..., TaskData]:
+    def load(root: Path, **kwargs: Any) -> TaskData:
+        from .lra import LRA_LOADERS
+
+        return LRA_LOADERS[task](root, **kwargs)
+
+    return load
+
+
+def _lazy(module: str, name: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module, __package__), name)(*args, **kwargs)
+
+    return call
+
+
+LOADERS: dict[str, Callable[..., TaskData]] = {
+    **{t: _lra(t) for t in ("listops", "text", "retrieval", "image", "pathfinder", "pathx")},
+    "speech_commands": _lazy(".speech_commands", "load_speech_commands"),
+    "mnist": _lazy(".mnist", "load_mnist"),
+    "scifar": _lazy(".scifar", "load_scifar"),
+    "bidmc": _lazy(".bidmc", "load_bidmc"),
+}
+
+#: name -> fn(root, **kwargs) writing a dataset in its published layout under root.
+PREPARERS: dict[str, Callable[..., Any]] = {
+    "listops": _lazy(".lra.listops_gen", "generate_listops"),
+    "pathfinder": _lazy(".lra.pathfinder_gen", "generate_pathfinder"),
+    "imdb_standin": _lazy(".standins", "write_imdb_standin"),
+    "aan_standin": _lazy(".standins", "write_aan_standin"),
+    "cifar_standin": _lazy(".standins", "write_cifar_standin"),
+}
+
+#: preparers that make the papers' data by the papers' own procedure (not stand-ins)
+GENERATORS = ("listops", "pathfinder")
