@@ -70,6 +70,8 @@ RUNNERS: dict[str, RunnerEntry] = {}
 RUNNER_MODULES = (
     "runners.analytic",
     "runners.benchmark",
+    "runners.train.table",
+    "runners.train.plots",
 )
 
 

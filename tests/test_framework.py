@@ -1,7 +1,6 @@
 """Spec loading, config validation, verdicts, results files and reports, on a toy runner."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
