@@ -23,6 +23,7 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(obj, fh, indent=2, sort_keys=False, default=_json_default)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

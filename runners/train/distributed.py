@@ -3,9 +3,14 @@
 Started with ``torchrun --nproc_per_node=K``, every process sees WORLD_SIZE, RANK and LOCAL_RANK;
 :func:`setup` joins the process group (NCCL on CUDA, gloo on CPU) and picks ``cuda:LOCAL_RANK``.
 Without those variables everything here is a no-op for a single process.
+
+The group is made once per process and kept (ended at interpreter exit), so a runner can call
+``train`` several times (e.g. S4, then a Transformer baseline): tearing a group down and making a
+new one on the same MASTER_PORT can race with another rank's stale rendezvous store and hang.
 """
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +24,6 @@ class DistInfo:
     world_size: int = 1
     rank: int = 0
     local_rank: int = 0
-    owns_group: bool = False  # True when setup() created the process group (and cleanup ends it)
 
     @property
     def is_main(self) -> bool:
@@ -45,12 +49,10 @@ def setup(device: torch.device) -> tuple[DistInfo, torch.device]:
     if dist.is_available() and dist.is_initialized():
         world, rank = dist.get_world_size(), dist.get_rank()
         local = _env_int("LOCAL_RANK", rank)
-        owns = False
     else:
         world = _env_int("WORLD_SIZE", 1)
         rank = _env_int("RANK", 0)
         local = _env_int("LOCAL_RANK", 0)
-        owns = False
         if world > 1:
             if not dist.is_available():
                 raise RuntimeError("WORLD_SIZE > 1 but torch.distributed is not available in this build")
@@ -58,17 +60,17 @@ def setup(device: torch.device) -> tuple[DistInfo, torch.device]:
             if device.type == "cuda":
                 torch.cuda.set_device(local)
             dist.init_process_group(backend=backend)
-            owns = True
+            atexit.register(_destroy)
     if not 0 <= rank < world:
         raise ValueError(f"RANK={rank} is not in [0, WORLD_SIZE={world})")
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
-    return DistInfo(world, rank, local, owns), device
+    return DistInfo(world, rank, local), device
 
 
-def cleanup(info: DistInfo) -> None:
-    if info.owns_group and dist.is_initialized():
+def _destroy() -> None:
+    if dist.is_initialized():
         dist.destroy_process_group()
 
 

@@ -17,6 +17,10 @@ What it does, in order:
     to ``run_dir/metrics.jsonl`` and writes ``run_dir/summary.json``;
   * reports the test score at the best validation epoch, as the papers do.
 
+History entries (also the lines of metrics.jsonl): epoch (1-based), train_loss, train_metric,
+val_loss, val_metric, test_loss, test_metric, lr (global lr at the epoch's last step), seconds,
+steps, partial. Train numbers are averages over the epoch's steps in train mode.
+
 Losses: cross-entropy with accuracy in percent (classification), MSE with RMSE (regression).
 Dual-input tasks (LRA Retrieval) call ``model(x1, x2)``. A wall-clock budget (``max_minutes``,
 summed over resumed runs) stops training at the end of the step that crosses it; that partial
@@ -94,11 +98,8 @@ def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, r
         raise ValueError(f"task {task.name!r}: task_type {task.task_type!r} is not one of {list(TASK_TYPES)}")
     run_dir, device = Path(run_dir), torch.device(device)
     info, device = dist_io.setup(device)
-    try:
-        return _train(model_fn, task, cfg, run_dir, device, progress and info.is_main, info, monitor,
-                      model_config, on_step)
-    finally:
-        dist_io.cleanup(info)
+    return _train(model_fn, task, cfg, run_dir, device, progress and info.is_main, info, monitor, model_config,
+                  on_step)
 
 
 def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: torch.device, show: bool,
