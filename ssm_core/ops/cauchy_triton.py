@@ -53,37 +53,6 @@ except (ImportError, AttributeError):  # pragma: no cover - older triton
     INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _interpreter_numpy_shim() -> None:
-    """Let Triton 3.6's interpreter run loops with runtime bounds under NumPy >= 2.4.
-
-    The interpreter turns a scalar into a Python int with ``int(array_of_shape_(1,))``, which
-    NumPy 2.4 made a TypeError ("only 0-dimensional arrays can be converted to Python
-    scalars"), so every ``range(0, N, BLOCK)`` in a kernel fails on the CPU. This replaces that
-    one conversion with ``.item()``; it touches only the interpreter (TRITON_INTERPRET=1).
-    """
-    import numpy as np
-
-    if tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 4):
-        return
-    try:
-        from triton.runtime import interpreter as interp
-    except ImportError:  # pragma: no cover
-        return
-    original = getattr(interp, "_patch_lang_tensor", None)
-    if original is None or getattr(original, "_ssm_numpy_shim", False):
-        return
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
-
-    patched._ssm_numpy_shim = True
-    interp._patch_lang_tensor = patched
-
-
-if INTERPRET:
-    _interpreter_numpy_shim()
-
 #: Minimum number of programs the backward kernel aims for (None: 2 x the GPU's SM count on
 #: CUDA, 1 under the interpreter). Tests lower it to exercise the split-over-L path.
 MIN_PROGRAMS: int | None = None
@@ -97,12 +66,18 @@ MIN_PROGRAMS: int | None = None
 AUTOTUNE = os.environ.get("SSM_TRITON_AUTOTUNE", "1") != "0"
 
 
-def autotune_configs(space: list[tuple[dict, int]], interpret: dict) -> list[triton.Config]:
-    """The GPU search space, or one small config under TRITON_INTERPRET (keeps CPU tests fast)."""
+def autotune_configs(space: list[tuple[dict, int]], interpret: dict, keep_last: bool = False) -> list[triton.Config]:
+    """The GPU search space, or one small config under TRITON_INTERPRET (keeps CPU tests fast).
+
+    Without AUTOTUNE: the first config (and the last too when keep_last, for a pruning function
+    that picks it for some dtypes).
+    """
     if INTERPRET:
         return [triton.Config(interpret, num_warps=1)]
     configs = [triton.Config(kw, num_warps=w) for kw, w in space]
-    return configs if AUTOTUNE else configs[:1]
+    if AUTOTUNE:
+        return configs
+    return [configs[0], configs[-1]] if keep_last and len(configs) > 1 else configs[:1]
 
 
 def _tuning_bench(kernel_call, quantiles):
@@ -144,11 +119,6 @@ def complex_dtype(*tensors: Tensor, op: str) -> torch.dtype:
     return torch.complex128 if wide else torch.complex64
 
 
-def as_real(t: Tensor) -> Tensor:
-    """Contiguous float view (..., 2) of a complex tensor (resolves lazy conj/neg bits)."""
-    return torch.view_as_real(t.resolve_conj().resolve_neg().contiguous())
-
-
 @functools.lru_cache(maxsize=None)
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
@@ -171,6 +141,80 @@ def split_count(rows: int, max_splits: int, device: torch.device) -> int:
 def fast_math(dtype: torch.dtype) -> bool:
     """Hardware rcp/sin/cos (inline PTX) for the compiled float32 path; exact library calls otherwise."""
     return dtype == torch.complex64 and not INTERPRET
+
+
+#: SSM_TRITON_FAST_LAUNCH=0 (read at import) always goes through Triton's own launch path.
+FAST_LAUNCH = os.environ.get("SSM_TRITON_FAST_LAUNCH", "1") != "0"
+
+
+class Launcher:
+    """Launch an autotuned kernel; repeat launches skip Triton's Python dispatch.
+
+    Arguments may be complex tensors (passed to the kernel as float pointers to their (re, im)
+    storage), real tensors or ints. The first launch for a given key (CUDA device, every int
+    argument's value, every tensor's dtype and 16-byte alignment, the constexpr arguments) goes
+    through the autotuner, which picks the config and compiles; later launches with that key call
+    the compiled kernel directly with the tensors' addresses. The key holds everything Triton
+    specializes a compiled kernel on, so the cached kernel is the one Triton would have run.
+    Under the interpreter, with FAST_LAUNCH off, or with a Triton launch hook installed
+    (profilers), every launch goes through Triton.
+    """
+
+    def __init__(self, autotuned) -> None:
+        self.autotuned = autotuned
+        self.names = list(autotuned.fn.arg_names)
+        self.cache: dict[tuple, tuple] = {}
+
+    def __call__(self, grid, *args, **meta) -> None:
+        if INTERPRET or not FAST_LAUNCH or _launch_hooks_installed():
+            self.autotuned[grid](*[_float_view(a) for a in args], **meta)
+            return
+        device = torch.cuda.current_device()
+        values = [a.data_ptr() if isinstance(a, Tensor) else a for a in args]
+        key = (device, *[(a.dtype, p % 16 == 0) if isinstance(a, Tensor) else a for a, p in zip(args, values)],
+               *meta.items())
+        hit = self.cache.get(key)
+        if hit is None:
+            compiled = self.autotuned[grid](*[_float_view(a) for a in args], **meta)
+            config = dict(self.autotuned.best_config.kwargs)
+            merged = {**meta, **config}
+            tail = tuple(merged[name] for name in self.names[len(args):])
+            self.cache[key] = (compiled, config, tail)
+            return
+        compiled, config, tail = hit
+        g = grid(config)
+        compiled.run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1,
+                     torch._C._cuda_getCurrentRawStream(device), compiled.function, compiled.packed_metadata,
+                     None, None, None, *values, *tail)
+
+
+def _float_view(a):
+    return torch.view_as_real(a) if isinstance(a, Tensor) and a.is_complex() else a
+
+
+def _launch_hooks_installed() -> bool:
+    try:
+        hook = _knobs.runtime.launch_enter_hook
+    except (NameError, AttributeError):  # pragma: no cover - older triton
+        return False
+    calls = getattr(hook, "calls", None)  # triton 3.6: a (usually empty) HookChain
+    return bool(calls) if calls is not None else hook is not None
+
+
+def flat_rows(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """(..., N) -> contiguous (B, N) of `dtype` (no copy when t already is one)."""
+    if t.dtype != dtype:
+        t = t.to(dtype)
+    if t.dim() != 2:
+        t = t.reshape(-1, t.shape[-1])
+    return contiguous(t)
+
+
+def contiguous(t: Tensor) -> Tensor:
+    """t with plain, contiguous storage (materializes lazy conj/neg bits only when present)."""
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def launch_guard(device: torch.device):
@@ -203,21 +247,26 @@ def _rcp(x, FAST: tl.constexpr):
 
 
 @triton.jit
-def _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, zik2, kappa,
-               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, FAST: tl.constexpr):
-    """Add the pairs n0 .. n0+BLOCK_N-1 to the (BLOCK_N, BLOCK_L) accumulators (scaled by 1/kappa)."""
-    offs_n = n0 + tl.arange(0, BLOCK_N)
+def _load_pairs(v_row, w_row, offs_n, N, MASKED: tl.constexpr):
+    """v, w at the states offs_n (BLOCK_N,); past N: v = 0 and the pole w = -1 (their terms are masked)."""
     if MASKED:
         mask_n = offs_n < N
         vr = tl.load(v_row + 2 * offs_n, mask=mask_n, other=0.0)
         vi = tl.load(v_row + 2 * offs_n + 1, mask=mask_n, other=0.0)
-        wr = tl.load(w_row + 2 * offs_n, mask=mask_n, other=-1.0)  # padded pole at -1, its terms masked to 0
+        wr = tl.load(w_row + 2 * offs_n, mask=mask_n, other=-1.0)
         wi = tl.load(w_row + 2 * offs_n + 1, mask=mask_n, other=0.0)
     else:
         vr = tl.load(v_row + 2 * offs_n)
         vi = tl.load(v_row + 2 * offs_n + 1)
         wr = tl.load(w_row + 2 * offs_n)
         wi = tl.load(w_row + 2 * offs_n + 1)
+    return vr, vi, wr, wi
+
+
+@triton.jit
+def _fwd_terms(acc_re, acc_im, vr, vi, wr, wi, offs_n, N, zrk, zik, zik2, kappa, MASKED: tl.constexpr,
+               FAST: tl.constexpr):
+    """Add the pairs (vr + i vi, wr + i wi) (BLOCK_N,) to the (BLOCK_N, BLOCK_L) accumulators (scaled by 1/kappa)."""
     alpha = (2.0 * vr)[:, None]                         # (BLOCK_N, 1)
     c = (-2.0 * vi * wi)[:, None]
     wr2 = wr[:, None]
@@ -230,7 +279,7 @@ def _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, zik2, kappa,
     d_im = a * zik2[None, :]
     inv = _rcp(d_re * d_re + d_im * d_im, FAST)         # 1 / |kappa² D|²
     if MASKED:
-        inv = tl.where(mask_n[:, None], inv, 0.0)
+        inv = tl.where((offs_n < N)[:, None], inv, 0.0)
     n_re = alpha * a + c * k2                           # kappa * numerator
     n_im = alpha * zik[None, :]
     acc_re = acc_re + (n_re * d_re + n_im * d_im) * inv  # numerator * conj(D) / |D|²
@@ -239,21 +288,26 @@ def _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, zik2, kappa,
 
 
 _FWD_SPACE = [
-    ({"BLOCK_N": 8, "BLOCK_L": 128}, 4),
-    ({"BLOCK_N": 8, "BLOCK_L": 256}, 4),
-    ({"BLOCK_N": 16, "BLOCK_L": 128}, 4),
-    ({"BLOCK_N": 4, "BLOCK_L": 256}, 4),
-    ({"BLOCK_N": 8, "BLOCK_L": 512}, 8),
-    ({"BLOCK_N": 16, "BLOCK_L": 256}, 8),
+    ({"BLOCK_N": 2, "BLOCK_L": 1024, "PREFETCH": True}, 4),
+    ({"BLOCK_N": 4, "BLOCK_L": 512, "PREFETCH": True}, 4),
+    ({"BLOCK_N": 2, "BLOCK_L": 512, "PREFETCH": True}, 4),
+    ({"BLOCK_N": 2, "BLOCK_L": 1024, "PREFETCH": True}, 8),
+    ({"BLOCK_N": 2, "BLOCK_L": 2048, "PREFETCH": True}, 8),
+    ({"BLOCK_N": 8, "BLOCK_L": 256, "PREFETCH": True}, 4),
+    ({"BLOCK_N": 2, "BLOCK_L": 1024, "PREFETCH": False}, 4),
+    ({"BLOCK_N": 4, "BLOCK_L": 512, "PREFETCH": False}, 4),
 ]
 
 
-@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 32}), key=["N", "L"],
-                 **AUTOTUNE_KW)
+@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 32, "PREFETCH": True}),
+                 key=["N", "L"], **AUTOTUNE_KW)
 @triton.jit
 def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
-                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, FAST: tl.constexpr):
-    """out[b, l] for one row b and BLOCK_L nodes. Pointers are float views (..., 2) of complex data."""
+                       BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, PREFETCH: tl.constexpr, FAST: tl.constexpr):
+    """out[b, l] for one row b and BLOCK_L nodes. Pointers are float views (..., 2) of complex data.
+
+    PREFETCH loads the next BLOCK_N pairs while the current ones are summed.
+    """
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(L, BLOCK_L)
     b = (pid // n_tiles).to(tl.int64)
@@ -270,13 +324,24 @@ def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
     w_row = w_ptr + b * N * 2
     acc_re = tl.zeros((BLOCK_N, BLOCK_L), dtype=zr.dtype)
     acc_im = tl.zeros((BLOCK_N, BLOCK_L), dtype=zr.dtype)
+    offs = tl.arange(0, BLOCK_N)
     n_full = (N // BLOCK_N) * BLOCK_N
-    for n0 in range(0, n_full, BLOCK_N):
-        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n0, N, zrk, zik, zik2, kappa, BLOCK_N, False,
-                                    FAST)
-    if n_full < N:
-        acc_re, acc_im = _fwd_chunk(acc_re, acc_im, v_row, w_row, n_full, N, zrk, zik, zik2, kappa, BLOCK_N, True,
-                                    FAST)
+    if PREFETCH:  # indices clamped to N - 1 keep the loads in bounds; clamped copies are masked out below
+        vr, vi, wr, wi = _load_pairs(v_row, w_row, tl.minimum(offs, N - 1), N, False)
+        for n0 in range(0, n_full, BLOCK_N):
+            nvr, nvi, nwr, nwi = _load_pairs(v_row, w_row, tl.minimum(n0 + BLOCK_N + offs, N - 1), N, False)
+            acc_re, acc_im = _fwd_terms(acc_re, acc_im, vr, vi, wr, wi, n0 + offs, N, zrk, zik, zik2, kappa,
+                                        False, FAST)
+            vr, vi, wr, wi = nvr, nvi, nwr, nwi
+    else:
+        for n0 in range(0, n_full, BLOCK_N):
+            vr, vi, wr, wi = _load_pairs(v_row, w_row, n0 + offs, N, False)
+            acc_re, acc_im = _fwd_terms(acc_re, acc_im, vr, vi, wr, wi, n0 + offs, N, zrk, zik, zik2, kappa,
+                                        False, FAST)
+        vr, vi, wr, wi = _load_pairs(v_row, w_row, n_full + offs, N, True)
+    if n_full < N:  # the last, partial block of pairs
+        acc_re, acc_im = _fwd_terms(acc_re, acc_im, vr, vi, wr, wi, n_full + offs, N, zrk, zik, zik2, kappa,
+                                    True, FAST)
     out_re = tl.sum(acc_re, axis=0) * kappa
     out_im = tl.sum(acc_im, axis=0) * kappa
     out_row = out_ptr + b * L * 2
@@ -304,55 +369,57 @@ def _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, l0, L, wr, wi,
         gi = tl.load(g_row + 2 * offs_l + 1)
     # per node (BLOCK_L,), shared by the BLOCK_N rows
     kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)
-    zrk = (zr * kappa)[None, :]
-    zik = (zi * kappa)[None, :]
+    zik_l = zi * kappa
     g1r = gr * kappa                                    # kappa g    (S1 terms)
     g1i = gi * kappa
     g2r = g1r * kappa                                   # kappa² g   (S2 terms)
     g2i = g1i * kappa
-    h = (g1i * zi * kappa)[None, :]
-    p = (g2r * zi * kappa)[None, :]
+    m4zik = -4.0 * zik_l
+    # per node, broadcast over the BLOCK_N rows
+    zrk = (zr * kappa)[None, :]
+    zik = zik_l[None, :]
+    k2x = (2.0 * kappa)[None, :]
+    h = (g1i * zik_l)[None, :]
+    g1r_b = g1r[None, :]
+    g1r_h = (0.5 * g1r)[None, :]
     two_g2r = (2.0 * g2r)[None, :]
-    m4zik = (-4.0 * zi * kappa)[None, :]
-    k2 = kappa[None, :]
-    g1r = g1r[None, :]
-    g2i = g2i[None, :]
+    qa = (m4zik * g2i)[None, :]                         # -4 Im z times q, folded in
+    qp = (m4zik * g2r * zik_l)[None, :]
+    qw = (2.0 * zik_l * g2i)[None, :]
 
-    a = zrk - wr * k2                                   # kappa (Re z - Re w)   (BLOCK_N, BLOCK_L); wr, wi (BLOCK_N, 1)
-    wik = wi * k2                                       # kappa Im w
-    b1 = zik - wik
-    b2 = zik + wik
+    a = zrk - wr * (0.5 * k2x)                          # kappa (Re z - Re w)   (BLOCK_N, BLOCK_L); wr, wi (BLOCK_N, 1)
+    wik2 = wi * k2x                                     # 2 kappa Im w
+    b1 = zik - 0.5 * wik2                               # kappa (Im z - Im w)
+    b2 = zik + 0.5 * wik2                               # kappa (Im z + Im w)
     e_re = a * a + b1 * b2                              # kappa² E, E = (z-w)(z̄-w)
-    e_m = 2.0 * (a * wik)                               # -Im(kappa² E)
+    e_m = a * wik2                                      # -Im(kappa² E)
     inv = _rcp(e_re * e_re + e_m * e_m, FAST)
     if MASKED:
         inv = tl.where(mask_l[None, :], inv, 0.0)
     ir = e_re * inv                                     # 1/E = conj(E)/|E|²
     ii = e_m * inv
     # S1 / 2: (Re g a - Im g Im z - i Re g Im w) / E
-    n1r = g1r * a - h
-    n1i = g1r * wik                                     # minus the imaginary part
+    n1r = g1r_b * a - h
+    n1i = g1r_h * wik2                                  # minus the imaginary part
     acc1r = acc1r + n1r * ir + n1i * ii                 # (left to right: two fused multiply-adds)
     acc1i = acc1i + n1r * ii - n1i * ir
-    # S2: (2 Re g - 4 Im z q / E) / E,  q = Re g Im z + Im g (a - i Im w)
-    qr = g2i * a + p
-    qi = g2i * wik                                      # minus the imaginary part
-    uqr = qr * ir + qi * ii                             # q / E
-    uqi = qr * ii - qi * ir
-    sr = m4zik * uqr + two_g2r
-    si = m4zik * uqi
+    # S2: (2 Re g + t / E) / E with t = -4 Im z q,  q = Re g Im z + Im g (a - i Im w)
+    tr = qa * a + qp
+    ti = qw * wik2                                      # Im t = 4 Im z Im g Im w
+    sr = two_g2r + tr * ir - ti * ii
+    si = tr * ii + ti * ir
     acc2r = acc2r + sr * ir - si * ii
     acc2i = acc2i + sr * ii + si * ir
     return acc1r, acc1i, acc2r, acc2i
 
 
 _BWD_SPACE = [
-    ({"BLOCK_N": 16, "BLOCK_L": 64}, 4),
-    ({"BLOCK_N": 16, "BLOCK_L": 128}, 4),
-    ({"BLOCK_N": 32, "BLOCK_L": 64}, 4),
     ({"BLOCK_N": 8, "BLOCK_L": 128}, 4),
-    ({"BLOCK_N": 16, "BLOCK_L": 128}, 8),
-    ({"BLOCK_N": 32, "BLOCK_L": 128}, 8),
+    ({"BLOCK_N": 16, "BLOCK_L": 128}, 4),
+    ({"BLOCK_N": 16, "BLOCK_L": 256}, 8),
+    ({"BLOCK_N": 16, "BLOCK_L": 64}, 2),
+    ({"BLOCK_N": 32, "BLOCK_L": 64}, 4),
+    ({"BLOCK_N": 16, "BLOCK_L": 64}, 4),
 ]
 
 
@@ -406,8 +473,12 @@ def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLI
 
 # ----------------------------------------------------------------------------- launchers
 
+_FWD_LAUNCH = Launcher(_cauchy_fwd_kernel)
+_BWD_LAUNCH = Launcher(_cauchy_bwd_kernel)
+
+
 def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
-    """v, w: (B, N), z: (L,), one complex dtype -> (B, L)."""
+    """v, w: (B, N), z: (L,), one complex dtype, contiguous -> (B, L)."""
     B, N = v.shape
     L = z.shape[0]
     out = torch.empty((B, L), dtype=v.dtype, device=v.device)
@@ -415,10 +486,9 @@ def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
         return out
     if N == 0:
         return out.zero_()
-    vr, wr, zr, outr = as_real(v), as_real(w), as_real(z), torch.view_as_real(out)
-    grid = lambda meta: (B * triton.cdiv(L, meta["BLOCK_L"]),)  # noqa: E731
     with launch_guard(v.device):
-        _cauchy_fwd_kernel[grid](vr, wr, zr, outr, N, L, FAST=fast_math(v.dtype))
+        _FWD_LAUNCH(lambda meta: (B * triton.cdiv(L, meta["BLOCK_L"]),), v, w, z, out, N, L,
+                    FAST=fast_math(v.dtype))
     return out
 
 
@@ -429,15 +499,14 @@ def _backward(v: Tensor, w: Tensor, z: Tensor, grad: Tensor) -> tuple[Tensor, Te
     if B == 0 or N == 0 or L == 0:
         return torch.zeros_like(v), torch.zeros_like(w)
     splits = split_count(B * triton.cdiv(N, 16), triton.cdiv(L, 128), v.device)
-    dv = torch.empty((splits, B, N), dtype=v.dtype, device=v.device)
-    dw = torch.empty((splits, B, N), dtype=v.dtype, device=v.device)
-    grid = lambda meta: (B * triton.cdiv(N, meta["BLOCK_N"]) * splits,)  # noqa: E731
+    shape = (B, N) if splits == 1 else (splits, B, N)
+    dv = torch.empty(shape, dtype=v.dtype, device=v.device)
+    dw = torch.empty(shape, dtype=v.dtype, device=v.device)
     with launch_guard(v.device):
-        _cauchy_bwd_kernel[grid](as_real(v), as_real(w), as_real(z), as_real(grad),
-                                 torch.view_as_real(dv), torch.view_as_real(dw), B, N, L, splits,
-                                 FAST=fast_math(v.dtype))
+        _BWD_LAUNCH(lambda meta: (B * triton.cdiv(N, meta["BLOCK_N"]) * splits,), v, w, z, contiguous(grad), dv, dw,
+                    B, N, L, splits, FAST=fast_math(v.dtype))
     if splits == 1:
-        return dv[0], dw[0]
+        return dv, dw
     return dv.sum(0), dw.sum(0)
 
 
@@ -476,9 +545,5 @@ def cauchy_triton(v: Tensor, z: Tensor, w: Tensor) -> Tensor:
         raise ValueError("cauchy: gradients with respect to the nodes z are not supported (z must not require grad)")
     check_device(v, w, z, op=op)
     dtype = complex_dtype(v, w, z, op=op)
-    lead, n = v.shape[:-1], v.shape[-1]
-    v2 = v.to(dtype).reshape(-1, n)   # (B, N)
-    w2 = w.to(dtype).reshape(-1, n)   # (B, N)
-    z2 = z.to(dtype)                  # (L,)
-    out = _CauchyFunction.apply(v2, w2, z2)  # (B, L)
-    return out.reshape(*lead, z.shape[0])
+    out = _CauchyFunction.apply(flat_rows(v, dtype), flat_rows(w, dtype), contiguous(z.to(dtype)))  # (B, L)
+    return out if v.dim() == 2 else out.reshape(*v.shape[:-1], z.shape[0])

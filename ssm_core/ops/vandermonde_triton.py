@@ -40,8 +40,8 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .cauchy_triton import (AUTOTUNE_KW, INTERPRET, as_real, autotune_configs, check_device, complex_dtype,
-                            fast_math, launch_guard, split_count)
+from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, Launcher, autotune_configs, check_device,
+                            complex_dtype, contiguous, fast_math, flat_rows, launch_guard, split_count)
 
 #: tl.dot input precision of the float32 path, forward and backward: 'ieee' (exact float32
 #: products, FMA units) or 'tf32x3' (three TF32 tensor-core passes, ~1e-6 relative error per
@@ -88,7 +88,7 @@ def _prune(configs, named_args, **kwargs):
     if named_args["v_ptr"].dtype == torch.float64:
         small = [c for c in configs if c.kwargs["BLOCK_T"] * c.kwargs["BLOCK_S"] <= 256]
         return small[:1] or [triton.Config({"BLOCK_T": 16, "BLOCK_S": 16}, num_warps=4)]
-    return configs
+    return configs if AUTOTUNE else configs[:1]
 
 
 _FWD_SPACE = [
@@ -102,7 +102,7 @@ _FWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}), key=["N", "L"],
+@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L"],
                  prune_configs_by={"early_config_prune": _prune}, **AUTOTUNE_KW)
 @triton.jit
 def _vandermonde_fwd_kernel(v_ptr, x_ptr, out_ptr, N, L,
@@ -128,7 +128,7 @@ def _vandermonde_fwd_kernel(v_ptr, x_ptr, out_ptr, N, L,
     pr = vr[None, :] * er - vi[None, :] * ei                          # P = v exp(x m)
     pi = vr[None, :] * ei + vi[None, :] * er
     acc = tl.zeros((BLOCK_T, BLOCK_S), dtype=vr.dtype)
-    acc = _matmul(pr, qr, acc, PRECISION)                    # Re(P Q)          (BLOCK_T, BLOCK_S)
+    acc = _matmul(pr, qr, acc, PRECISION)                            # Re(P Q)  (BLOCK_T, BLOCK_S)
     acc = _matmul(-pi, qi, acc, PRECISION)
     offs_l = m[:, None] + j[None, :]
     tl.store(out_ptr + b * L + offs_l, 2.0 * acc, mask=offs_l < L)
@@ -144,7 +144,7 @@ _BWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}), key=["N", "L"],
+@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L"],
                  prune_configs_by={"early_config_prune": _prune}, **AUTOTUNE_KW)
 @triton.jit
 def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, dv_ptr, dx_ptr, B, N, L, SPLITS,
@@ -177,7 +177,7 @@ def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, dv_ptr, dx_ptr, B, N, L, SPLITS
         offs_l = m[:, None] + j[None, :]
         g = tl.load(g_ptr + b * L + offs_l, mask=offs_l < L, other=0.0)     # (BLOCK_T, BLOCK_S), 0 past L
         er, ei = _exp_table(xr[:, None], xi[:, None], m[None, :], FAST)     # exp(x m)  (BLOCK_N, BLOCK_T)
-        w0r = _matmul(er, g, w0r, PRECISION)                       # (BLOCK_N, BLOCK_S)
+        w0r = _matmul(er, g, w0r, PRECISION)                            # (BLOCK_N, BLOCK_S)
         w0i = _matmul(ei, g, w0i, PRECISION)
         mf = m.to(vr.dtype)[None, :]
         w1r = _matmul(er * mf, g, w1r, PRECISION)
@@ -199,6 +199,10 @@ def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, dv_ptr, dx_ptr, B, N, L, SPLITS
 
 # ----------------------------------------------------------------------------- launchers
 
+_FWD_LAUNCH = Launcher(_vandermonde_fwd_kernel)
+_BWD_LAUNCH = Launcher(_vandermonde_bwd_kernel)
+
+
 def _kernel_options(dtype: torch.dtype, n: int, precision: str) -> dict:
     if precision not in _ALLOWED_PRECISIONS:
         raise ValueError(f"vandermonde_triton: dot precision {precision!r} is not allowed; allowed: "
@@ -209,29 +213,28 @@ def _kernel_options(dtype: torch.dtype, n: int, precision: str) -> dict:
 
 
 def _forward_block(v: Tensor, x: Tensor, length: int) -> Tensor:
-    """v, x: (B, N) with N <= MAX_BLOCK_N -> (B, length) real."""
+    """v, x: (B, N) contiguous with N <= MAX_BLOCK_N -> (B, length) real."""
     B, N = v.shape
     out = torch.empty((B, length), dtype=v.real.dtype, device=v.device)
-    grid = lambda meta: (B * triton.cdiv(length, meta["BLOCK_T"] * meta["BLOCK_S"]),)  # noqa: E731
     with launch_guard(v.device):
-        _vandermonde_fwd_kernel[grid](as_real(v), as_real(x), out, N, length,
-                                       **_kernel_options(v.dtype, N, FWD_PRECISION))
+        _FWD_LAUNCH(lambda meta: (B * triton.cdiv(length, meta["BLOCK_T"] * meta["BLOCK_S"]),), v, x, out, N, length,
+                    **_kernel_options(v.dtype, N, FWD_PRECISION))
     return out
 
 
 def _backward_block(v: Tensor, x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
-    """(grad_v, grad_x), each (B, N), for grad = dLoss/dout (B, L) real."""
+    """(grad_v, grad_x), each (B, N), for grad = dLoss/dout (B, L) real, contiguous."""
     B, N = v.shape
     L = grad.shape[-1]
     splits = split_count(B, triton.cdiv(L, 2048), v.device)
-    dv = torch.empty((splits, B, N), dtype=v.dtype, device=v.device)
-    dx = torch.empty((splits, B, N), dtype=v.dtype, device=v.device)
+    shape = (B, N) if splits == 1 else (splits, B, N)
+    dv = torch.empty(shape, dtype=v.dtype, device=v.device)
+    dx = torch.empty(shape, dtype=v.dtype, device=v.device)
     with launch_guard(v.device):
-        _vandermonde_bwd_kernel[(B * splits,)](as_real(v), as_real(x), grad, torch.view_as_real(dv),
-                                               torch.view_as_real(dx), B, N, L, splits,
-                                               **_kernel_options(v.dtype, N, BWD_PRECISION))
+        _BWD_LAUNCH(lambda meta: (B * splits,), v, x, grad, dv, dx, B, N, L, splits,
+                    **_kernel_options(v.dtype, N, BWD_PRECISION))
     if splits == 1:
-        return dv[0], dx[0]
+        return dv, dx
     return dv.sum(0), dx.sum(0)
 
 
@@ -239,10 +242,11 @@ def _forward(v: Tensor, x: Tensor, length: int) -> Tensor:
     B, N = v.shape
     if B == 0 or N == 0:
         return torch.zeros((B, length), dtype=v.real.dtype, device=v.device)
-    out = None
-    for n0 in range(0, N, MAX_BLOCK_N):
-        part = _forward_block(v[:, n0:n0 + MAX_BLOCK_N], x[:, n0:n0 + MAX_BLOCK_N], length)
-        out = part if out is None else out.add_(part)
+    if N <= MAX_BLOCK_N:
+        return _forward_block(v, x, length)
+    out = _forward_block(v[:, :MAX_BLOCK_N].contiguous(), x[:, :MAX_BLOCK_N].contiguous(), length)
+    for n0 in range(MAX_BLOCK_N, N, MAX_BLOCK_N):
+        out += _forward_block(v[:, n0:n0 + MAX_BLOCK_N].contiguous(), x[:, n0:n0 + MAX_BLOCK_N].contiguous(), length)
     return out
 
 
@@ -250,11 +254,11 @@ def _backward(v: Tensor, x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     B, N = v.shape
     if B == 0 or N == 0:
         return torch.zeros_like(v), torch.zeros_like(x)
-    grad = grad.contiguous()
-    parts = [_backward_block(v[:, n0:n0 + MAX_BLOCK_N], x[:, n0:n0 + MAX_BLOCK_N], grad)
+    grad = contiguous(grad)
+    if N <= MAX_BLOCK_N:
+        return _backward_block(v, x, grad)
+    parts = [_backward_block(v[:, n0:n0 + MAX_BLOCK_N].contiguous(), x[:, n0:n0 + MAX_BLOCK_N].contiguous(), grad)
              for n0 in range(0, N, MAX_BLOCK_N)]
-    if len(parts) == 1:
-        return parts[0]
     return torch.cat([p[0] for p in parts], dim=-1), torch.cat([p[1] for p in parts], dim=-1)
 
 
@@ -292,8 +296,5 @@ def log_vandermonde_triton(v: Tensor, x: Tensor, length: int) -> Tensor:
         raise ValueError(f"{op}: length must be in [1, 2^24), got {length}")
     check_device(v, x, op=op)
     dtype = complex_dtype(v, x, op=op)
-    lead, n = v.shape[:-1], v.shape[-1]
-    v2 = v.to(dtype).reshape(-1, n)   # (B, N)
-    x2 = x.to(dtype).reshape(-1, n)   # (B, N)
-    out = _LogVandermondeFunction.apply(v2, x2, length)  # (B, length)
-    return out.reshape(*lead, length)
+    out = _LogVandermondeFunction.apply(flat_rows(v, dtype), flat_rows(x, dtype), length)  # (B, length)
+    return out if v.dim() == 2 else out.reshape(*v.shape[:-1], length)

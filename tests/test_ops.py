@@ -1,0 +1,489 @@
+"""Cauchy and Vandermonde products: the chunked torch reference and the Triton kernels vs float64.
+
+Every check draws fresh random inputs and compares outputs and both gradients with
+torch.autograd on the float64 reference (`cauchy_terms`, `log_vandermonde_terms`), so the
+kernels follow PyTorch's complex-gradient convention. On a machine without CUDA the Triton
+kernels run under TRITON_INTERPRET=1 at small sizes; with CUDA the same tests run compiled,
+and the `gpu` tests add the sizes of issue 3.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ssm_core.ops import BackendUnavailable, cauchy, log_vandermonde
+from ssm_core.ops.reference import (_chunk_for, cauchy_terms, cauchy_torch, log_vandermonde_terms,
+                                    log_vandermonde_torch)
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
+REPO = Path(__file__).resolve().parents[1]
+gpu = pytest.mark.gpu
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+
+ct = vt = None  # the kernel modules, loaded by the fixture below
+
+
+def _load_kernels():
+    """Import the kernel modules; reload them if they were first imported in the other mode."""
+    global ct, vt
+    want = not HAS_CUDA  # interpreter on CPU, compiled on CUDA
+    ct = importlib.import_module("ssm_core.ops.cauchy_triton")
+    reloaded = ct.INTERPRET != want
+    if reloaded:
+        ct = importlib.reload(ct)
+    vt = importlib.import_module("ssm_core.ops.vandermonde_triton")
+    if reloaded or vt.INTERPRET != want:
+        vt = importlib.reload(vt)
+    assert ct.INTERPRET == want and vt.INTERPRET == want
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _triton_mode():
+    """CPU: TRITON_INTERPRET=1 while this module runs (the kernels are imported under it)."""
+    old = os.environ.get("TRITON_INTERPRET")
+    if not HAS_CUDA:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        _load_kernels()
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+
+
+@pytest.fixture
+def gen():
+    """A fresh seed per test (printed on failure) so every run draws new inputs."""
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+def _cn(shape, gen, dtype=torch.complex128):
+    return torch.complex(torch.randn(shape, generator=gen, dtype=torch.float64),
+                         torch.randn(shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+
+def s4_nodes(length: int) -> torch.Tensor:
+    """z = 2 (1 - omega) / (1 + omega), omega the L-th roots of unity (S4 Algorithm 1), complex128."""
+    k = torch.arange(length, dtype=torch.float64)
+    omega = torch.exp(torch.complex(torch.zeros_like(k), -2 * math.pi * k / length))
+    return 2 * (1 - omega) / (1 + omega)
+
+
+def s4d_lin(lead, n, gen):
+    """dt * (-1/2 + i pi n) with dt log-uniform in [1e-3, 1e-1] (S4D-Lin), complex128 (..., n)."""
+    dt = torch.exp(torch.rand((*lead, 1), generator=gen, dtype=torch.float64) * math.log(100)) * 1e-3
+    lam = torch.complex(torch.full((n,), -0.5, dtype=torch.float64), math.pi * torch.arange(n, dtype=torch.float64))
+    return dt * lam
+
+
+def cauchy_inputs(case: str, lead, n: int, length: int, gen):
+    """(v, z, w) complex128 for one named case."""
+    v = _cn((*lead, n), gen)
+    if case == "random":
+        w = torch.complex(-torch.rand((*lead, n), generator=gen, dtype=torch.float64) - 0.05,
+                          3 * torch.randn((*lead, n), generator=gen, dtype=torch.float64))
+        z = _cn((length,), gen)
+    elif case == "s4":  # S4D-Lin poles, nodes of the bilinear transform on the roots of unity
+        w = s4d_lin(lead, n, gen)
+        z = s4_nodes(length)
+    elif case == "conj_pairs":  # w and v hold conjugate pairs (lam, conj(lam))
+        half = _cn((*lead, (n + 1) // 2), gen)
+        half = torch.complex(-half.real.abs() - 0.1, half.imag)
+        w = torch.cat([half, half.conj()], -1)[..., :n]
+        vh = _cn((*lead, (n + 1) // 2), gen)
+        v = torch.cat([vh, vh.conj()], -1)[..., :n]
+        z = s4_nodes(length)
+    elif case == "near_unstable":  # Re w ~ -1e-4: poles next to the imaginary axis, where S4's nodes lie
+        w = torch.complex(-1e-4 * torch.rand((*lead, n), generator=gen, dtype=torch.float64),
+                          torch.randn((*lead, n), generator=gen, dtype=torch.float64))
+        z = s4_nodes(length)
+    else:
+        raise ValueError(case)
+    return v, z, w
+
+
+def vandermonde_inputs(case: str, lead, n: int, gen):
+    """(v, x) complex128 for one named case."""
+    v = _cn((*lead, n), gen)
+    if case == "random":
+        x = torch.complex(-0.1 * torch.rand((*lead, n), generator=gen, dtype=torch.float64),
+                          torch.randn((*lead, n), generator=gen, dtype=torch.float64))
+    elif case == "s4d":
+        x = s4d_lin(lead, n, gen)
+    elif case == "conj_pairs":
+        half = s4d_lin(lead, (n + 1) // 2, gen)
+        x = torch.cat([half, half.conj()], -1)[..., :n]
+        vh = _cn((*lead, (n + 1) // 2), gen)
+        v = torch.cat([vh, vh.conj()], -1)[..., :n]
+    elif case == "near_unstable":  # |exp(x)| within 1e-6 of 1: no decay over the whole length
+        x = torch.complex(-1e-6 * torch.rand((*lead, n), generator=gen, dtype=torch.float64),
+                          0.3 * torch.randn((*lead, n), generator=gen, dtype=torch.float64))
+    else:
+        raise ValueError(case)
+    return v, x
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
+    """||a - ref|| / ||ref|| (absolute error when ref is exactly zero)."""
+    a, ref = a.detach().to(torch.complex128).cpu(), ref.detach().to(torch.complex128).cpu()
+    assert torch.isfinite(torch.view_as_real(a)).all(), "non-finite values"
+    den = ref.abs().norm().item()
+    return (a - ref).abs().norm().item() / (den if den > 0 else 1.0)
+
+
+def _grads(fn, inputs, grad_out):
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = fn(*leaves)
+    grads = torch.autograd.grad(out, leaves, grad_out)
+    return out.detach(), grads
+
+
+def compare_cauchy(v, z, w, dtype, device=DEVICE):
+    """Errors (out, grad_v, grad_w) of the Triton kernel in `dtype` vs autograd of the float64 reference."""
+    v, z, w = v.to(dtype), z.to(dtype), w.to(dtype)  # the kernel's inputs: the reference sees the same values
+    grad_out = _cn((*v.shape[:-1], z.shape[0]), torch.Generator().manual_seed(1), dtype)
+    out, (dv, dw) = _grads(lambda a, b: ct.cauchy_triton(a, z.to(device), b),
+                           [v.to(device), w.to(device)], grad_out.to(device))
+    assert out.dtype == dtype and out.shape == (*v.shape[:-1], z.shape[0])
+    c128 = torch.complex128
+    ref, (rv, rw) = _grads(lambda a, b: cauchy_terms(a, z.to(c128), b), [v.to(c128), w.to(c128)], grad_out.to(c128))
+    return _rel(out, ref), _rel(dv, rv), _rel(dw, rw)
+
+
+def compare_vandermonde(v, x, length, dtype, device=DEVICE):
+    v, x = v.to(dtype), x.to(dtype)
+    real = torch.float64 if dtype == torch.complex128 else torch.float32
+    grad_out = torch.randn((*v.shape[:-1], length), dtype=real)
+    out, (dv, dx) = _grads(lambda a, b: vt.log_vandermonde_triton(a, b, length),
+                           [v.to(device), x.to(device)], grad_out.to(device))
+    assert out.dtype == real and out.shape == (*v.shape[:-1], length)
+    c128 = torch.complex128
+    pos = torch.arange(length, dtype=torch.float64)
+    ref, (rv, rx) = _grads(lambda a, b: log_vandermonde_terms(a, b, pos), [v.to(c128), x.to(c128)],
+                           grad_out.to(torch.float64))
+    return _rel(out, ref), _rel(dv, rv), _rel(dx, rx)
+
+
+TOL32 = 2e-5   # complex64 (float32 arithmetic), norm-wise relative error
+TOL64 = 1e-11  # complex128
+
+
+# ---------------------------------------------------------------------------------------------- torch reference
+
+@pytest.mark.parametrize("max_elements", [1, 7, 50])
+def test_cauchy_torch_chunks_match_unchunked(max_elements, gen):
+    v, z, w = cauchy_inputs("random", (2, 3), 5, 19, gen)
+    grad_out = _cn((2, 3, 19), gen)
+    out, (dv, dw) = _grads(lambda a, b: cauchy_torch(a, z, b, max_elements=max_elements), [v, w], grad_out)
+    ref, (rv, rw) = _grads(lambda a, b: cauchy_terms(a, z, b), [v, w], grad_out)
+    assert _rel(out, ref) < 1e-14 and _rel(dv, rv) < 1e-14 and _rel(dw, rw) < 1e-14
+
+
+@pytest.mark.parametrize("max_elements", [1, 7, 50])
+def test_log_vandermonde_torch_chunks_match_unchunked(max_elements, gen):
+    v, x = vandermonde_inputs("random", (2, 3), 5, gen)
+    grad_out = torch.randn((2, 3, 23), generator=gen, dtype=torch.float64)
+    pos = torch.arange(23, dtype=torch.float64)
+    out, (dv, dx) = _grads(lambda a, b: log_vandermonde_torch(a, b, 23, max_elements=max_elements), [v, x], grad_out)
+    ref, (rv, rx) = _grads(lambda a, b: log_vandermonde_terms(a, b, pos), [v, x], grad_out)
+    assert _rel(out, ref) < 1e-14 and _rel(dv, rv) < 1e-14 and _rel(dx, rx) < 1e-14
+
+
+def test_torch_chunk_bounds_the_materialized_terms():
+    assert _chunk_for((1024,), 64, 16384, 1 << 22) * 1024 * 64 <= 1 << 22
+    assert _chunk_for((4, 8), 3, 10, 1) == 1          # never below one position
+    assert _chunk_for((2,), 3, 10, 1 << 22) == 10     # never beyond the length
+
+
+def test_cauchy_torch_rejects_grad_on_nodes():
+    v, z, w = cauchy_inputs("random", (2,), 3, 5, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="nodes z"):
+        cauchy_torch(v, z.requires_grad_(), w)
+
+
+# ---------------------------------------------------------------------------------------------- Triton vs float64
+
+CAUCHY_CASES = [
+    # case, leading shape, N (= N/2 of the paper: halves of conjugate pairs), L
+    ("random", (3,), 7, 33),          # odd L, L not a multiple of the block, N not a power of two
+    ("random", (2, 3), 5, 1),         # two leading axes, L = 1
+    ("random", (), 12, 40),           # no leading axis
+    ("s4", (4,), 6, 31),              # roots of unity, odd L
+    ("s4", (2,), 9, 64),              # even L: omega = -1 gives |z| ~ 1e16 (the scaled kernel stays finite)
+    ("conj_pairs", (3,), 8, 45),
+    ("near_unstable", (3,), 7, 50),
+]
+
+
+@pytest.mark.parametrize("case,lead,n,length", CAUCHY_CASES)
+def test_cauchy_triton_matches_float64(case, lead, n, length, gen):
+    v, z, w = cauchy_inputs(case, lead, n, length, gen)
+    errs = compare_cauchy(v, z, w, torch.complex64)
+    tol = 2e-4 if case == "near_unstable" else TOL32  # |z - w| down to ~1e-4: float32 inputs are ill-conditioned
+    assert max(errs) < tol, f"seed {gen.initial_seed()}: (out, grad_v, grad_w) errors {errs}"
+
+
+@pytest.mark.parametrize("case,lead,n,length", [("random", (3,), 7, 33), ("s4", (2,), 5, 26)])
+def test_cauchy_triton_complex128(case, lead, n, length, gen):
+    v, z, w = cauchy_inputs(case, lead, n, length, gen)
+    errs = compare_cauchy(v, z, w, torch.complex128)
+    assert max(errs) < TOL64, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+def test_cauchy_triton_split_over_nodes(monkeypatch, gen):
+    """The backward pass splits L over several programs when the batch is small."""
+    monkeypatch.setattr(ct, "MIN_PROGRAMS", 64)
+    v, z, w = cauchy_inputs("random", (2,), 6, 150, gen)
+    assert ct.split_count(2, 150 // 16 + 1, v.device) > 1
+    errs = compare_cauchy(v, z, w, torch.complex64)
+    assert max(errs) < TOL32, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+def test_cauchy_triton_forward_without_prefetch(monkeypatch, gen):
+    """The forward kernel's other loop (PREFETCH off), with a partial last block of pairs."""
+    import triton
+
+    cfg = {"BLOCK_N": 4, "BLOCK_L": 32, "PREFETCH": False}
+    monkeypatch.setattr(ct._cauchy_fwd_kernel, "configs", [triton.Config(cfg, num_warps=1 if not HAS_CUDA else 4)])
+    ct._FWD_LAUNCH.cache.clear()
+    for n in (7, 8):
+        errs = compare_cauchy(*cauchy_inputs("s4", (3,), n, 45, gen), torch.complex64)
+        assert max(errs) < TOL32, f"seed {gen.initial_seed()}: N={n} errors {errs}"
+    ct._FWD_LAUNCH.cache.clear()
+
+
+def test_repeated_calls_reuse_compiled_kernels(gen):
+    """Same shapes, fresh inputs: the second call (launched from the compiled-kernel cache on CUDA) is right too."""
+    for _ in range(3):
+        errs = compare_cauchy(*cauchy_inputs("s4", (4,), 6, 50, gen), torch.complex64)
+        assert max(errs) < TOL32, f"seed {gen.initial_seed()}: cauchy errors {errs}"
+        errs = compare_vandermonde(*vandermonde_inputs("s4d", (4,), 6, gen), 50, torch.complex64)
+        assert max(errs) < TOL32, f"seed {gen.initial_seed()}: vandermonde errors {errs}"
+    if HAS_CUDA:
+        assert ct._FWD_LAUNCH.cache and vt._BWD_LAUNCH.cache
+
+
+def test_cauchy_triton_promotes_real_inputs_and_keeps_gradients(gen):
+    v = torch.randn(2, 5, generator=gen).to(DEVICE).requires_grad_()        # float32 -> complex64
+    w = _cn((2, 5), gen, torch.complex64).to(DEVICE)
+    w = torch.complex(-w.real.abs() - 0.1, w.imag).requires_grad_()
+    z = _cn((9,), gen, torch.complex64).to(DEVICE)
+    out = ct.cauchy_triton(v, z, w)
+    assert out.dtype == torch.complex64
+    out.abs().sum().backward()
+    assert v.grad.dtype == torch.float32 and v.grad.shape == v.shape
+    ref = cauchy_terms(v.detach().cpu().double().to(torch.complex128), z.cpu().to(torch.complex128),
+                       w.detach().cpu().to(torch.complex128))
+    assert _rel(out, ref) < TOL32
+
+
+VANDERMONDE_CASES = [
+    ("random", (3,), 7, 33),
+    ("random", (2, 3), 5, 1),
+    ("random", (), 12, 300),
+    ("s4d", (4,), 6, 257),
+    ("conj_pairs", (3,), 8, 45),
+    ("near_unstable", (2,), 5, 260),
+]
+
+
+@pytest.mark.parametrize("case,lead,n,length", VANDERMONDE_CASES)
+def test_log_vandermonde_triton_matches_float64(case, lead, n, length, gen):
+    v, x = vandermonde_inputs(case, lead, n, gen)
+    errs = compare_vandermonde(v, x, length, torch.complex64)
+    assert max(errs) < TOL32, f"seed {gen.initial_seed()}: (out, grad_v, grad_x) errors {errs}"
+
+
+@pytest.mark.parametrize("case,lead,n,length", [("random", (3,), 7, 33), ("s4d", (2,), 5, 300)])
+def test_log_vandermonde_triton_complex128(case, lead, n, length, gen):
+    v, x = vandermonde_inputs(case, lead, n, gen)
+    errs = compare_vandermonde(v, x, length, torch.complex128)
+    assert max(errs) < TOL64, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+def test_log_vandermonde_triton_long_length_accuracy(gen):
+    """Powers by tables: the error does not grow with l (phase reduced in float64)."""
+    length = 4099 if not HAS_CUDA else 16384
+    v, x = vandermonde_inputs("s4d", (1,), 8, gen)
+    x = torch.complex(x.real, x.imag * 20)  # large phases: |Im x| l up to ~1e5 rad
+    errs = compare_vandermonde(v, x, length, torch.complex64)
+    assert max(errs) < TOL32, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+def test_log_vandermonde_triton_split_and_state_chunks(monkeypatch, gen):
+    """Small batch: L split over programs; N above the block: states cut into chunks."""
+    monkeypatch.setattr(ct, "MIN_PROGRAMS", 64)
+    monkeypatch.setattr(vt, "MAX_BLOCK_N", 16)
+    v, x = vandermonde_inputs("s4d", (2,), 40, gen)
+    errs = compare_vandermonde(v, x, 700, torch.complex64)
+    assert max(errs) < TOL32, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+def test_dispatch_uses_triton_when_asked(gen):
+    v, z, w = (t.to(torch.complex64).to(DEVICE) for t in cauchy_inputs("s4", (2,), 4, 11, gen))
+    assert torch.equal(cauchy(v, z, w, backend="triton"), ct.cauchy_triton(v, z, w))
+    vv, x = (t.to(torch.complex64).to(DEVICE) for t in vandermonde_inputs("s4d", (2,), 4, gen))
+    assert torch.equal(log_vandermonde(vv, x, 13, backend="triton"), vt.log_vandermonde_triton(vv, x, 13))
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+def test_triton_on_cpu_without_interpreter_is_an_error(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    v = torch.randn(2, 3, dtype=torch.complex64)
+    z = torch.randn(5, dtype=torch.complex64)
+    with pytest.raises(BackendUnavailable, match="TRITON_INTERPRET=1"):
+        cauchy(v, z, v, backend="triton")
+    with pytest.raises(BackendUnavailable, match="TRITON_INTERPRET=1"):
+        log_vandermonde(v, v, 5, backend="triton")
+    monkeypatch.setenv("SSM_BACKEND", "triton")
+    with pytest.raises(BackendUnavailable, match="SSM_BACKEND"):
+        cauchy(v, z, v)
+    monkeypatch.setenv("SSM_BACKEND", "cuda")
+    with pytest.raises(ValueError, match="allowed: auto, torch, triton"):
+        cauchy(v, z, v)
+
+
+def test_kernels_imported_without_interpreter_refuse_cpu_tensors(monkeypatch):
+    monkeypatch.setattr(ct, "INTERPRET", False)
+    v = torch.randn(2, 3, dtype=torch.complex64)
+    with pytest.raises(BackendUnavailable, match="TRITON_INTERPRET=1"):
+        ct.cauchy_triton(v, torch.randn(4, dtype=torch.complex64), v)
+
+
+def test_triton_wrappers_reject_bad_arguments():
+    v = torch.randn(2, 3, dtype=torch.complex64, device=DEVICE)
+    z = torch.randn(4, dtype=torch.complex64, device=DEVICE)
+    with pytest.raises(ValueError, match="nodes z"):
+        ct.cauchy_triton(v, z.clone().requires_grad_(), v)
+    with pytest.raises(ValueError, match="same shape"):
+        ct.cauchy_triton(v, z, v[:, :2])
+    with pytest.raises(ValueError, match="1-D"):
+        ct.cauchy_triton(v, z[None], v)
+    with pytest.raises(TypeError, match="floating or complex"):
+        ct.cauchy_triton(v, torch.arange(4, device=DEVICE), v)
+    with pytest.raises(ValueError, match="length must be"):
+        vt.log_vandermonde_triton(v, v, 0)
+
+
+# ---------------------------------------------------------------------------------------------- benchmark
+
+def test_bench_kernels_quick(tmp_path):
+    """The benchmark's --quick mode runs every section at toy sizes and writes JSON and a table."""
+    spec = importlib.util.spec_from_file_location("bench_kernels", REPO / "benchmarks" / "bench_kernels.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.modules.pop(spec.name, None)
+    paths = bench.main(["--quick", "--out-dir", str(tmp_path)])
+    record = json.loads(Path(paths["json"]).read_text())
+    assert record["environment"]["device_name"]
+    ops = {(r["op"], r["impl"]) for r in record["kernels"]}
+    assert ops == {("cauchy", "triton"), ("cauchy", "torch"), ("vandermonde", "triton"), ("vandermonde", "torch")}
+    assert all(r["fwd_ms"] is not None or r["skipped"] for r in record["kernels"])
+    assert all(e["rel_err_out"] < 1e-4 for e in record["accuracy"])
+    assert "Cauchy" in Path(paths["table"]).read_text()
+
+
+# ---------------------------------------------------------------------------------------------- GPU sizes (issue 3)
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("n,length", [(32, 4096), (64, 4096), (32, 16384), (64, 16384)])
+def test_gpu_sizes_cauchy(n, length, gen):
+    """Batch 1024 at the sizes of issue 3; the float64 reference checks the first 64 rows."""
+    v, _, w = cauchy_inputs("s4", (1024,), n, 1, gen)
+    z = s4_nodes(length)
+    c64, c128, rows = torch.complex64, torch.complex128, 64
+    v, w, z = v.to(c64).cuda(), w.to(c64).cuda(), z.to(c64).cuda()
+    grad_out = _cn((1024, length), gen, c64).cuda()
+    out, (dv, dw) = _grads(lambda a, b: ct.cauchy_triton(a, z, b), [v, w], grad_out)
+    ref, (rv, rw) = _grads(lambda a, b: cauchy_torch(a, z.to(c128), b),
+                           [v[:rows].to(c128), w[:rows].to(c128)], grad_out[:rows].to(c128))
+    errs = _rel(out[:rows], ref), _rel(dv[:rows], rv), _rel(dw[:rows], rw)
+    assert max(errs) < 1e-4, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("n,length", [(32, 4096), (64, 4096), (32, 16384), (64, 16384)])
+def test_gpu_sizes_log_vandermonde(n, length, gen):
+    v, x = vandermonde_inputs("s4d", (1024,), n, gen)
+    c64, c128, rows = torch.complex64, torch.complex128, 64
+    v, x = v.to(c64).cuda(), x.to(c64).cuda()
+    grad_out = torch.randn((1024, length), generator=gen).cuda()
+    out, (dv, dx) = _grads(lambda a, b: vt.log_vandermonde_triton(a, b, length), [v, x], grad_out)
+    ref, (rv, rx) = _grads(lambda a, b: log_vandermonde_torch(a, b, length), [v[:rows].to(c128), x[:rows].to(c128)],
+                           grad_out[:rows].double())
+    errs = _rel(out[:rows], ref), _rel(dv[:rows], rv), _rel(dx[:rows], rx)
+    assert max(errs) < 1e-4, f"seed {gen.initial_seed()}: errors {errs}"
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("op", ["cauchy", "vandermonde"])
+def test_gpu_memory_is_linear(op, gen):
+    """Forward + backward at batch 1024, N 32, L 4096 allocates ~ the output and the gradients, not B N L."""
+    b, n, length = 1024, 32, 4096
+    v = _cn((b, n), gen, torch.complex64).cuda().requires_grad_()
+    w = torch.complex(-torch.rand(b, n, generator=gen) - 0.1, torch.randn(b, n, generator=gen)).cuda().requires_grad_()
+    z = s4_nodes(length).to(torch.complex64).cuda()
+    fn = (lambda: ct.cauchy_triton(v, z, w)) if op == "cauchy" else (lambda: vt.log_vandermonde_triton(v, w, length))
+    out = fn()
+    grad_out = torch.ones_like(out)
+    out.backward(grad_out)  # compile / autotune outside the measurement
+    del out
+    v.grad = w.grad = None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn().backward(grad_out)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    expected = grad_out.numel() * grad_out.element_size() + 2 * v.numel() * v.element_size()
+    assert peak <= expected + (2 << 20), f"peak {peak / 2**20:.1f} MiB vs output + grads {expected / 2**20:.1f} MiB"
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("which", ["cauchy_fwd", "cauchy_bwd", "vandermonde_fwd", "vandermonde_bwd"])
+def test_gpu_every_autotune_config_is_correct(which, monkeypatch, gen):
+    """Autotuning may pick any config of the search space, so each one is checked on its own."""
+    import triton
+
+    kernel, space = {"cauchy_fwd": (ct._cauchy_fwd_kernel, ct._FWD_SPACE),
+                     "cauchy_bwd": (ct._cauchy_bwd_kernel, ct._BWD_SPACE),
+                     "vandermonde_fwd": (vt._vandermonde_fwd_kernel, vt._FWD_SPACE),
+                     "vandermonde_bwd": (vt._vandermonde_bwd_kernel, vt._BWD_SPACE)}[which]
+    failures = []
+    launchers = [ct._FWD_LAUNCH, ct._BWD_LAUNCH, vt._FWD_LAUNCH, vt._BWD_LAUNCH]
+    for kw, warps in space:
+        monkeypatch.setattr(kernel, "configs", [triton.Config(kw, num_warps=warps)])
+        for launcher in launchers:  # compiled kernels cached for the previous config
+            launcher.cache.clear()
+        for n, length, min_programs in [(37, 1000, None), (20, 4100, 64)]:
+            monkeypatch.setattr(ct, "MIN_PROGRAMS", min_programs)  # 64: the backward splits L
+            if which.startswith("cauchy"):
+                errs = compare_cauchy(*cauchy_inputs("s4", (5,), n, length, gen), torch.complex64)
+            else:
+                errs = compare_vandermonde(*vandermonde_inputs("s4d", (5,), n, gen), length, torch.complex64)
+            if not max(errs) < TOL32:
+                failures.append((kw, warps, n, length, errs))
+    assert not failures, f"seed {gen.initial_seed()}: {failures}"
