@@ -42,14 +42,15 @@ def _json_default(obj: Any) -> Any:
 
 
 def git_commit() -> str | None:
+    """HEAD (+ "-dirty"), or $SSM_GIT_COMMIT where the tree is a copy without .git (a remote GPU machine)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                                text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return None
+        return os.environ.get("SSM_GIT_COMMIT")
     if out.returncode != 0:
-        return None
+        return os.environ.get("SSM_GIT_COMMIT")
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
