@@ -73,13 +73,14 @@ def cuda_memory_limit(limit_gib: float | None, device: torch.device) -> Iterator
     if limit_gib is None or device.type != "cuda":
         yield None
         return
-    total = torch.cuda.get_device_properties(device).total_memory
+    index = device.index if device.index is not None else torch.cuda.current_device()  # "cuda" has no index
+    total = torch.cuda.get_device_properties(index).total_memory
     fraction = min(1.0, limit_gib * 2**30 / total)
-    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    torch.cuda.set_per_process_memory_fraction(fraction, index)
     try:
         yield f"memory limited to {limit_gib:g} GiB of {total / 2**30:.0f} GiB"
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.set_per_process_memory_fraction(1.0, index)
 
 
 @dataclass
