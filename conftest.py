@@ -13,3 +13,5 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # the CPU tests run tiny tensors: one intra-op thread avoids oversubscribing a small (CI) machine
+    torch.set_num_threads(1)
