@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 TABLE = $(PY) -m runners run --tier $(TIER) $(1) ; status=$$?; $(PY) -m runners report >/dev/null; \
 	[ $$status -ne 0 ] && exit $$status; $(PY) -m runners check --tier $(TIER) $(1)
 
-.PHONY: all setup smoke test report check list bench-kernels bench-layers analytic pathx \
+.PHONY: all setup smoke test report check list bench-kernels bench-layers analytic pathx resolution-change init-ablation \
 	table-2 table-3 table-4 table-5 table-6 generation \
 	s4d-table-2 s4d-table-3 s4d-table-4 s4d-table-5 s4d-table-6 s4d-table-11
 
@@ -57,6 +57,8 @@ table-5: setup ; $(call TABLE,s4-table-5)
 table-6: setup ; $(call TABLE,s4-table-6)
 generation: setup ; $(call TABLE,s4-generation)
 pathx: setup ; $(call TABLE,lra-pathx)
+resolution-change: setup ; $(call TABLE,resolution-change)
+init-ablation: setup ; $(call TABLE,init-ablation)
 s4d-table-2: setup ; $(call TABLE,s4d-table-2)
 s4d-table-3: setup ; $(call TABLE,s4d-table-3)
 s4d-table-4: setup ; $(call TABLE,s4d-table-4)

@@ -32,6 +32,8 @@ LOADERS: dict[str, Callable[..., TaskData]] = {
     "mnist": _lazy(".mnist", "load_mnist"),
     "scifar": _lazy(".scifar", "load_scifar"),
     "bidmc": _lazy(".bidmc", "load_bidmc"),
+    "seq_shapes": _lazy(".seq_shapes", "load_seq_shapes"),
+    "tones": _lazy(".tones", "load_tones"),
 }
 
 #: name -> fn(root, **kwargs) writing a dataset in its published layout under root.
@@ -41,6 +43,11 @@ PREPARERS: dict[str, Callable[..., Any]] = {
     "imdb_standin": _lazy(".standins", "write_imdb_standin"),
     "aan_standin": _lazy(".standins", "write_aan_standin"),
     "cifar_standin": _lazy(".standins", "write_cifar_standin"),
+    "seq_shapes": _lazy(".seq_shapes", "generate_seq_shapes"),  # made by the suite for S4D Table 3a's claim
+    "speech_commands_standin": _lazy(".standins", "write_speech_commands_standin"),
+    "mnist_standin": _lazy(".standins", "write_mnist_standin"),
+    "bidmc_standin": _lazy(".standins", "write_bidmc_standin"),
+    "tones": _lazy(".tones", "write_tones"),  # made by the suite for the resolution-change claim
 }
 
 #: preparers that make the papers' data by the papers' own procedure (not stand-ins)

@@ -71,3 +71,160 @@ def write_cifar_standin(root: Path, n_per_batch: int = 40, seed: int = 0) -> Pat
             pickle.dump({b"batch_label": name.encode(), b"labels": labels.tolist(), b"data": data,
                          b"filenames": [f"{name}_{j}.png".encode() for j in range(n_per_batch)]}, fh, protocol=2)
     return folder
+
+
+# ----------------------------------------------------------------------------------------------
+# Speech Commands, MNIST and BIDMC stand-ins (S4 Tables 5 and 6; S4D Tables 4 and 11).
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and os.replace."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _wav_bytes(samples: np.ndarray, rate: int = 16000) -> bytes:
+    """16-bit mono PCM WAV file contents for int16 ``samples`` (n,)."""
+    import io
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.asarray(samples, dtype="<i2").tobytes())
+    return buf.getvalue()
+
+
+def speech_tone_frequencies(f_min: float = 200.0, f_max: float = 3000.0) -> dict[str, float]:
+    """Tone frequency (Hz) of each Speech Commands word in the stand-in: log-spaced in [f_min, f_max], with the
+    ten SC10 words spread evenly over the range (so SC10 classes are far apart too). f_max < 4000 Hz keeps every
+    tone below the Nyquist frequency of the 8 kHz (0.5x) test."""
+    from .download import SC10_WORDS, SPEECH_COMMANDS_WORDS
+
+    n = len(SPEECH_COMMANDS_WORDS)
+    sc10_ranks = [round(j * (n - 1) / (len(SC10_WORDS) - 1)) for j in range(len(SC10_WORDS))]
+    rank = dict(zip(SC10_WORDS, sc10_ranks))
+    free = iter(r for r in range(n) if r not in sc10_ranks)
+    for word in SPEECH_COMMANDS_WORDS:
+        if word not in rank:
+            rank[word] = next(free)
+    return {w: f_min * (f_max / f_min) ** (rank[w] / (n - 1)) for w in SPEECH_COMMANDS_WORDS}
+
+
+def write_speech_commands_standin(root: Path, n_train: int = 2, n_val: int = 1, n_test: int = 1,
+                                  f_min: float = 200.0, f_max: float = 3000.0, noise: float = 0.05,
+                                  seed: int = 0) -> Path:
+    """speech_commands/<word>/<speaker>_nohash_<k>.wav for all 35 words of v0.02, validation_list.txt,
+    testing_list.txt and a _background_noise_ folder: the tarball's layout (runners.data.speech_commands).
+
+    Each clip is 16 kHz mono 16-bit PCM: a tone at its word's frequency (:func:`speech_tone_frequencies`) with
+    random amplitude and phase plus white noise; every fourth clip is shorter than 1 s (as in the real data,
+    where the loader zero-pads). Per word: the first ``n_val`` clips are listed for validation, the next
+    ``n_test`` for testing, the rest are training clips.
+    """
+    from .download import SPEECH_COMMANDS_DIR
+
+    rng = np.random.default_rng(seed)
+    folder = Path(root) / SPEECH_COMMANDS_DIR
+    val_list, test_list = [], []
+    for w_i, (word, freq) in enumerate(speech_tone_frequencies(f_min, f_max).items()):
+        for k in range(n_val + n_test + n_train):
+            n = 16000 if k % 4 != 3 else int(rng.integers(12000, 16000))
+            t = np.arange(n) / 16000.0
+            x = rng.uniform(0.3, 0.6) * np.sin(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi))
+            x = x + noise * rng.standard_normal(n)
+            rel = f"{word}/{int(rng.integers(0, 2**32)):08x}_nohash_{k}.wav"
+            _write_atomic(folder / rel, _wav_bytes(np.clip(x * 32767, -32768, 32767).astype(np.int16)))
+            (val_list if k < n_val else test_list if k < n_val + n_test else []).append(rel)
+    _write_atomic(folder / "_background_noise_" / "white_noise.wav",
+                  _wav_bytes((rng.standard_normal(32000) * 1000).astype(np.int16)))
+    _write_atomic(folder / "validation_list.txt", ("\n".join(val_list) + "\n").encode())
+    _write_atomic(folder / "testing_list.txt", ("\n".join(test_list) + "\n").encode())
+    return folder
+
+
+def _idx_bytes(array: np.ndarray) -> bytes:
+    """LeCun's IDX format for a uint8 array: 0, 0, dtype code 0x08, ndim, big-endian uint32 dims, data."""
+    import struct
+
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    return bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
+
+
+def mnist_standin_images(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(n,) digits -> (n, 28, 28) uint8: horizontal stripes with (label + 1) cycles over the image plus noise, so
+    the raster sequence (sMNIST) is a staircase wave whose period identifies the class."""
+    rows = np.arange(28)[None, :, None]
+    pattern = 128 + 100 * np.sin(2 * np.pi * (labels[:, None, None] + 1) * rows / 28) * np.ones((1, 1, 28))
+    return np.clip(pattern + rng.normal(0, 30, pattern.shape), 0, 255).astype(np.uint8)
+
+
+def write_mnist_standin(root: Path, n_train: int = 200, n_test: int = 50, seed: int = 0) -> Path:
+    """mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz: the four gzipped IDX files of the official
+    download (runners.data.mnist), holding :func:`mnist_standin_images`."""
+    import gzip
+
+    from .download import MNIST_DIR
+
+    rng = np.random.default_rng(seed)
+    folder = Path(root) / MNIST_DIR
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, size=n).astype(np.uint8)
+        _write_atomic(folder / f"{prefix}-images-idx3-ubyte.gz",
+                      gzip.compress(_idx_bytes(mnist_standin_images(labels, rng))))
+        _write_atomic(folder / f"{prefix}-labels-idx1-ubyte.gz", gzip.compress(_idx_bytes(labels)))
+    return folder
+
+
+BIDMC_RATE_HZ = 125  # BIDMC recordings: 125 Hz, 32 s per series -> 4000 samples
+
+
+def bidmc_standin_series(hr: float, rr: float, spo2: float, rng: np.random.Generator,
+                         length: int = 4000) -> np.ndarray:
+    """One stand-in series x (length, 2): channel 0 a PPG-like pulse at the heart rate ``hr`` (beats/min) whose
+    amplitude grows with ``spo2`` (%), on a baseline that wanders at the respiratory rate ``rr`` (breaths/min);
+    channel 1 ECG-like narrow peaks at the heart rate. Plus white noise."""
+    t = np.arange(length) / BIDMC_RATE_HZ
+    phase = 2 * np.pi * hr / 60 * t + rng.uniform(0, 2 * np.pi)
+    breath = 0.3 * np.sin(2 * np.pi * rr / 60 * t + rng.uniform(0, 2 * np.pi))
+    ppg = (0.2 + (spo2 - 85) / 15) * np.sin(phase) + breath
+    ecg = np.cos(phase / 2) ** 40  # one narrow peak per beat
+    return np.stack([ppg, ecg], axis=-1) + 0.05 * rng.standard_normal((length, 2))
+
+
+def write_bidmc_standin(root: Path, n_train: int = 40, n_test: int = 16, length: int = 4000,
+                        seed: int = 0) -> Path:
+    """bidmc/BIDMC32{HR,RR,SpO2}/BIDMC32{..}_{TRAIN,TEST}.ts: the Monash TSER archive's .ts files
+    (runners.data.bidmc) with :func:`bidmc_standin_series`; the three problems share the series and differ in
+    the target (HR 60-100 beats/min, RR 10-25 breaths/min, SpO2 90-100 %), as in the archive."""
+    from .download import BIDMC_DIR, BIDMC_TARGETS
+
+    rng = np.random.default_rng(seed)
+    parts = {}
+    for part, n in (("TRAIN", n_train), ("TEST", n_test)):
+        targets = {"HR": rng.uniform(60, 100, n), "RR": rng.uniform(10, 25, n), "SpO2": rng.uniform(90, 100, n)}
+        series = [bidmc_standin_series(targets["HR"][i], targets["RR"][i], targets["SpO2"][i], rng, length)
+                  for i in range(n)]
+        lines = [":".join(",".join(f"{v:.4f}" for v in s[:, d]) for d in range(2)) for s in series]
+        parts[part] = (lines, targets)
+    for target in BIDMC_TARGETS:
+        problem = f"BIDMC32{target}"
+        header = (f"@problemName {problem}\n@timeStamps false\n@missing false\n@univariate false\n@dimensions 2\n"
+                  f"@equalLength true\n@seriesLength {length}\n@targetLabel true\n@data\n")
+        for part, (lines, targets) in parts.items():
+            body = "".join(f"{line}:{y:.4f}\n" for line, y in zip(lines, targets[target]))
+            _write_atomic(Path(root) / BIDMC_DIR / problem / f"{problem}_{part}.ts", (header + body).encode())
+    return Path(root) / BIDMC_DIR
