@@ -52,7 +52,7 @@ TARGETS = {
     ("vandermonde", 1024, 32, 4096): (0.105, None),
     ("vandermonde", 1024, 32, 16384): (0.44, None),
 }
-LAYER_TARGETS = [  # measured by the layer section (to be added); listed so the table shows them
+LAYER_TARGETS = [  # measured by benchmarks/bench_layers.py (tables/bench-layers.md); listed so the table shows them
     ("S4D layer fwd+bwd, H 256, B 32, L 4096", "3.86 ms, 1809 MiB", "<= 1.9 ms, memory no more"),
     ("S4 layer fwd+bwd, H 256, B 32, L 4096", "5.38 ms, 1833 MiB", "<= 2.7 ms, memory no more"),
 ]
@@ -220,17 +220,21 @@ def warm_up_gpu(device: torch.device, seconds: float = 1.0) -> None:
         torch.cuda.synchronize(device)
 
 
-def kernel_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
+def kernel_section(cfg: BenchConfig, device: torch.device, rows: list | None = None,
+                   on_row: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """Every configuration, our kernels first (appended to ``rows``; ``on_row`` called after each one)."""
     warm_up_gpu(device)
-    rows = []
-    for op in OPS:
-        for impl in cfg.impls:
+    rows = [] if rows is None else rows
+    for impl in cfg.impls:
+        for op in OPS:
             for batch in cfg.batches:
                 for n in cfg.n_halves:
                     for length in cfg.lengths:
                         row = bench_one(op, impl, batch, n, length, cfg, device)
                         print(_row_line(row), flush=True)
                         rows.append(row)
+                        if on_row is not None:
+                            on_row()
     return rows
 
 
@@ -269,6 +273,62 @@ def _max_row_rel(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float(err.max())
 
 
+class _Floor(torch.autograd.Function):
+    """The least an autograd op can cost: one tiny op forward, one backward (the host-time floor of a wrapper)."""
+
+    @staticmethod
+    def forward(ctx, v):
+        return v * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def host_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
+    """Host time per call at a size where the GPU work is negligible (B = 8, N/2 = 32, L = 64): what issuing a
+    forward / forward+backward costs the host, whatever the size. A do_bench median above the GPU time (the CUDA
+    graph column) is this host time showing. Also the floor: a custom autograd Function around one tiny op."""
+    batch, n, length = (2, 5, 37) if cfg.quick else (8, 32, 64)
+    reps = 1 if cfg.quick else 300
+    records = []
+    for op in OPS:
+        fn = product(op, "triton", length)
+        v, w, z, g = make_inputs(op, batch, n, length, device, cfg.seed + 3)
+        vg, wg = v.clone().requires_grad_(), w.clone().requires_grad_()
+        records.append({"what": f"{OP_TITLE[op]} forward", "us": _host_us(lambda: fn(v, w, z), device, reps)})
+        records.append({"what": f"{OP_TITLE[op]} forward+backward",
+                        "us": _host_us(lambda: torch.autograd.grad(fn(vg, wg, z), [vg, wg], g), device, reps)})
+    x = torch.randn(16, device=device)
+    xg = x.clone().requires_grad_()
+    gx = torch.randn(16, device=device)
+    records.append({"what": "tiny torch op (x.add_(1))", "us": _host_us(lambda: x.add_(1.0), device, reps)})
+    records.append({"what": "autograd Function around one tiny op, forward+backward (floor)",
+                    "us": _host_us(lambda: torch.autograd.grad(_Floor.apply(xg), [xg], gx), device, reps)})
+    for r in records:
+        r["us"] = round(r["us"], 1)
+        print(f"host {r['what']}: {r['us']} us", flush=True)
+    return records
+
+
+def _host_us(fn: Callable[[], Any], device: torch.device, n: int) -> float:
+    """Best of 5 rounds of the mean wall time of n calls (no synchronization inside a round), in us (one round of
+    one call for n = 1: the CPU smoke run)."""
+    for _ in range(3 if n > 1 else 1):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    best = float("inf")
+    for _ in range(5 if n > 1 else 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n * 1e6)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return best
+
+
 def precision_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
     """Vandermonde forward with tl.dot in 'ieee' vs 'tf32x3' precision: time and error (--variants)."""
     from ssm_core.ops import vandermonde_triton as vt
@@ -297,11 +357,11 @@ def precision_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, 
 
 
 #: Sections of the benchmark, run in order; each returns JSON-able records stored under its name.
-#: The whole-layer section ("layers": S4 and S4D layer forward+backward at H = 128, 256, 512,
-#: B = 32 with L = 1024 and 4096, B = 8 with L = 16384, N = 64) goes here.
-SECTIONS: dict[str, Callable[[BenchConfig, torch.device], list[dict[str, Any]]]] = {
-    "kernels": kernel_section,
+#: The whole layers (S4 and S4D forward+backward) are measured by benchmarks/bench_layers.py.
+SECTIONS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "host": host_section,
     "accuracy": accuracy_section,
+    "kernels": kernel_section,
 }
 
 
@@ -338,9 +398,10 @@ def markdown_table(record: dict[str, Any]) -> str:
         "conjugate pairs. The official CUDA extension's numbers were measured on an **NVIDIA H200** "
         "(shared/DESIGN.md): compare like with like only where the card matches.",
         "",
-        "## Targets of issue 3",
-        "",
     ]
+    for note in record.get("notes", []):
+        lines += [f"Note: {note}", ""]
+    lines += ["## Targets of issue 3", ""]
     target_rows = []
     for (op, b, n, length), (t_ms, t_mib) in TARGETS.items():
         off = OFFICIAL_H200[(op, b, n, length)]
@@ -359,16 +420,20 @@ def markdown_table(record: dict[str, Any]) -> str:
         target_rows.append([f"{OP_TITLE[op]} fwd+bwd, bs {b}, N/2 {n}, L {length}", f"{off[1]} ms, {off[2]} MiB",
                             target, ours, met, met_gpu])
     for what, off, target in LAYER_TARGETS:
-        target_rows.append([what, off, target, "layer section not run yet", "-", "-"])
+        target_rows.append([what, off, target, "see tables/bench-layers.md", "-", "-"])
     lines.append(tabulate(target_rows, headers=["what", "official CUDA ext., H200", "target", f"ours ({card})",
                                                 "met (do_bench)", "met (GPU alone)"], tablefmt="github"))
+    host = {r["what"]: r["us"] for r in record.get("host", [])}
+    floor = host.get("autograd Function around one tiny op, forward+backward (floor)")
     lines += ["", "`met (do_bench)` judges the do_bench median, the method of the official numbers; "
               "`met (GPU alone)` judges the CUDA-graph replay of the same forward+backward. Where the two "
-              "differ, the GPU waited for the host: Python and autograd dispatch of one forward+backward took "
-              "~0.3-0.4 ms on the benchmark machine, more than the kernels themselves at these sizes."]
+              "differ, the GPU waited for the host (see 'Host time per call' below"
+              + (f": on this machine autograd alone costs {floor} us per forward+backward of a custom Function "
+                 "around one tiny op" if floor is not None else "") + ")."]
     lines += ["", "## All configurations", ""]
     table = []
-    for r in record["kernels"]:
+    for r in sorted(record["kernels"], key=lambda r: (r["op"], r["impl"] != "triton", r["batch"], r["n_half"],
+                                                     r["length"])):
         off = OFFICIAL_H200.get((r["op"], r["batch"], r["n_half"], r["length"])) if r["impl"] == "triton" else None
         graph = r.get("fwd_bwd_graph_ms")
         table.append([OP_TITLE[r["op"]], r["impl"], r["batch"], r["n_half"], r["length"],
@@ -393,6 +458,13 @@ def markdown_table(record: dict[str, Any]) -> str:
     lines += ["", "Target: within 1e-4 at L = 16384. Inputs: S4D-Lin poles dt (-1/2 + i pi n), dt log-uniform "
               "in [1e-3, 1e-1]; S4's bilinear nodes on the roots of unity; v and the incoming gradient standard "
               "normal.", ""]
+    if record.get("host"):
+        lines += ["## Host time per call", "",
+                  "Wall time per call at B = 8, N/2 = 32, L = 64 (GPU work negligible), best of 5 rounds of 300 calls "
+                  "without synchronization: what issuing the call costs the host at any size.", ""]
+        lines.append(tabulate([[r["what"], r["us"]] for r in record["host"]], headers=["call", "host us"],
+                              tablefmt="github"))
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -452,14 +524,23 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
                               "config": asdict(cfg), "official_h200": {"|".join(map(str, k)): v
                                                                         for k, v in OFFICIAL_H200.items()}}
     sections = dict(SECTIONS, **({"precision_variants": precision_section} if args.variants else {}))
-    for name, section in sections.items():
-        record[name] = section(cfg, device)
     path = new_result_path("bench-kernels", "quick" if cfg.quick else "gpu", root=out_dir)
     # where the file is committed (results/bench-kernels/), whatever --out-dir it was first written to
     record["results_file"] = str(path) if cfg.quick else f"results/bench-kernels/{path.name}"
-    write_json_atomic(path, record)
     table_path = tables_dir / "bench-kernels.md"
-    _write_text_atomic(table_path, markdown_table(record))
+    for name in sections:
+        record[name] = []
+
+    def save() -> None:  # after every row and section: a cut-off run keeps what it measured
+        write_json_atomic(path, record)
+        _write_text_atomic(table_path, markdown_table(record))
+
+    for name, section in sections.items():
+        if name == "kernels":
+            section(cfg, device, rows=record[name], on_row=save)
+        else:
+            record[name] = section(cfg, device)
+        save()
     print(f"wrote {path} and {table_path}")
     return {"json": str(path), "table": str(table_path)}
 

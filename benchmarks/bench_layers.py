@@ -103,12 +103,24 @@ def unfused_before(layer: SSMLayer, x: torch.Tensor) -> torch.Tensor:
 
 
 def bench_step(name: str, step: Callable[[], None], grads: list[torch.Tensor], device: torch.device) -> dict:
-    step()  # compile / autotune / plan caches
+    """Median ms and peak MiB of one step. The first two steps are not measured (compile / autotune / FFT plans;
+    with SSM_KERNEL_GRAPHS=1 the kernel generation's CUDA graphs are captured on the second); the memory kept
+    between steps (those graphs) is added to the peak (``graph_mib``), so the peak counts everything the step needs
+    beyond parameters and data."""
     for t in grads:
         t.grad = None
+    base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    step()
+    for t in grads:
+        t.grad = None
+    step()
+    for t in grads:
+        t.grad = None
+    kept = (torch.cuda.memory_allocated(device) - base) / 2**20 if device.type == "cuda" else None
     mib = peak_mib(step, device, grads)
     ms = median_ms(step, device, grads)
-    return {"ms": round(ms, 4), "peak_mib": None if mib is None else round(mib, 1)}
+    return {"ms": round(ms, 4), "peak_mib": None if mib is None else round(mib + max(kept, 0.0), 1),
+            "graph_mib": None if kept is None else round(kept, 1)}
 
 
 def layer_row(mode: str, backend: str, output: str, h: int, b: int, length: int, device: torch.device,
@@ -187,6 +199,46 @@ def launch_overhead_us(device: torch.device) -> dict[str, float] | None:
         result[f"{name}_us"] = round((time.perf_counter() - t0) / 2000 * 1e6, 2)
         torch.cuda.synchronize()
     return result
+
+
+def host_ms(device: torch.device, quick: bool = False) -> list[dict[str, Any]]:
+    """Host time of one forward+backward at a size where the GPU work is negligible (H = 256, B = 2, L = 64, N = 64):
+    what issuing the step's ops costs, whatever the size. Kernel generation alone and the whole layer, with the
+    kernel generation eager or replayed from CUDA graphs as SSM_KERNEL_GRAPHS says (recorded)."""
+    from ssm_core.kernels import graphs
+
+    h, b, length = (8, 2, 16) if quick else (256, 2, 64)
+    rows = []
+    for mode in ("s4d", "s4"):
+        layer = make_layer(mode, h, "auto", "none", True, device)
+        params = [p for p in layer.kernel.parameters() if p.requires_grad]
+        gk = torch.randn(1, h, length, device=device)
+        x = torch.randn(b, h, length, device=device, requires_grad=True)
+        gy = torch.randn(b, h, length, device=device)
+        for what, fn in (("kernel generation", lambda: torch.autograd.grad(layer.kernel(length), params, gk)),
+                         ("layer", lambda: layer(x).backward(gy))):
+            rows.append({"mode": mode, "what": what, "graphs": graphs.enabled(), "H": h, "B": b, "L": length,
+                         "host_ms": round(_host_time(fn, device, 1 if quick else 40), 4)})
+            print(f"host {mode} {what} graphs={graphs.enabled()}: {rows[-1]['host_ms']} ms", flush=True)
+    return rows
+
+
+def _host_time(fn: Callable[[], Any], device: torch.device, n: int) -> float:
+    """Best of 5 rounds of the mean wall time of n calls (no synchronization inside a round), in ms (one round of one
+    call for n = 1: the CPU smoke run)."""
+    for _ in range(3 if n > 1 else 1):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    best = float("inf")
+    for _ in range(5 if n > 1 else 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n * 1e3)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return best
 
 
 def run_profile(path: Path, device: torch.device) -> None:
@@ -281,13 +333,25 @@ def markdown_table(record: dict[str, Any]) -> str:
         lo = record["launch_overhead_us"]
         lines += [f"Host time per launch on this machine: {lo['torch_op_us']} us for a tiny torch op, "
                   f"{lo['triton_launch_us']} us for a tiny Triton pass (mean of 2000).", ""]
-    headers = ["layer", "output", "backend", "layout", "variant", "H", "B", "L", "ms", "peak MiB", "official ms",
-               "official MiB", "target ms", "meets target"]
+    if record.get("host"):
+        hr = record["host"][0]
+        lines += [f"Host time of one forward+backward where the GPU work is negligible (H = {hr['H']}, B = {hr['B']}, "
+                  f"L = {hr['L']}): what "
+                  "issuing the ops costs at any size; a step is host-bound when this exceeds its GPU time. 'graphs': "
+                  "the kernel generation replayed from CUDA graphs (SSM_KERNEL_GRAPHS=1) or run eagerly (the "
+                  "default).", ""]
+        lines.append(tabulate([[r["mode"].upper(), r["what"], "yes" if r["graphs"] else "no", r["host_ms"]]
+                               for r in record["host"]], headers=["layer", "what", "graphs", "host ms"],
+                              tablefmt="github"))
+        lines.append("")
+    headers = ["layer", "output", "backend", "layout", "variant", "H", "B", "L", "ms", "peak MiB", "kept MiB",
+               "official ms", "official MiB", "target ms", "meets target"]
     body = []
     for r in record["rows"]:
         meets = r.get("meets_target")
         body.append([r["mode"].upper(), r["output"], r["backend"], r["layout"], r["variant"], r["H"], r["B"], r["L"],
-                     _fmt(r["ms"]), _fmt(r["peak_mib"], 4), _fmt(r["official_ms"]), _fmt(r["official_mib"]),
+                     _fmt(r["ms"]), _fmt(r["peak_mib"], 4), _fmt(r.get("graph_mib"), 3), _fmt(r["official_ms"]),
+                     _fmt(r["official_mib"]),
                      _fmt(r["target_ms"]), "-" if meets is None else ("yes" if meets else "NO")])
     lines.append(tabulate(body, headers=headers, tablefmt="github"))
     errors = [r for r in record["rows"] if r.get("error")]
@@ -298,7 +362,8 @@ def markdown_table(record: dict[str, Any]) -> str:
     lines += ["", "Variants: 'layer' = SSMLayer forward+backward; 'before' = the convolution path before the fused "
               "FFT convolution (rfft / irfft, D skip and activation as separate ops); 'kernel only' = the SSM "
               "kernel's generation (Cauchy / Vandermonde and the rest) forward+backward; 'conv only' = the fused "
-              "FFT convolution with a given kernel.", ""]
+              "FFT convolution with a given kernel. 'kept MiB': memory kept between steps (with SSM_KERNEL_GRAPHS=1 "
+              "the static tensors of the kernel generation's CUDA graphs), included in the peak.", ""]
     return "\n".join(lines)
 
 
@@ -343,12 +408,14 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     table_path = tables_dir / "bench-layers.md"
     record: dict[str, Any] = {
         "spec": "bench-layers", "created": utc_now(), "environment": environment(device),
-        "results_file": str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path),
-        "config": {"d_state": D_STATE, "activation": "gelu", "dtype": "float32", "quick": args.quick},
+        # where the file is committed (results/bench-layers/), whatever --out-dir it was first written to
+        "results_file": str(path) if args.quick else f"results/bench-layers/{path.name}",
+        "config": {"d_state": D_STATE, "activation": "gelu", "dtype": "float32", "quick": args.quick,
+                   "kernel_graphs": os.environ.get("SSM_KERNEL_GRAPHS", "0") == "1"},
         "official_h200": {"|".join(map(str, k)): v for k, v in OFFICIAL_H200.items()},
         "targets_ms": {"|".join(map(str, k)): v for k, v in TARGET_MS.items()},
         "copy_bandwidth_gbs": copy_bandwidth_gbs(device), "launch_overhead_us": launch_overhead_us(device),
-        "rows": [],
+        "host": host_ms(device, args.quick), "rows": [],
     }
     specs = plan(args.quick)
     if args.key_only:

@@ -154,10 +154,9 @@ class _FFTConv(torch.autograd.Function):
         channels, lk = k.shape[0], k.shape[-1]
         n = 2 * length
         passes = _passes(impl)
-        kf = torch.fft.fft(k, n=n)  # (C, H, n)
+        kf = torch.fft.fft(k, n=n, norm="forward")  # (C, H, n), with the 1/n of the inverse transform (run unnormalized)
         if d is not None:  # D u is the convolution with D delta_0, whose spectrum is the constant D
-            kf.add_(d[..., None])
-        kf.div_(n)  # the 1/n of the inverse transform, which then runs unnormalized
+            kf.add_((d / n)[..., None])
         if w is None:
             w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
         y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u

@@ -8,15 +8,20 @@ Memory-bound passes, each reading and writing every element once (B2 = ceil(B / 
 - ``spectral_fwd``: W (B2, H, n) * K (C, H, n) -> (B2, C, H, n).
 - ``spectral_bwd``: G (B2, C, H, n), W, K -> sum_c G conj(K) written over G[:, 0], and S = sum_b G conj(W).
 
-A complex tensor is handled as its real view: the pack / unpack tiles are (BLOCK_H rows, BLOCK_J floats of
-interleaved real / imaginary parts), so the complex side is read and written contiguously; float j of a row
-is position l = j // 2 of batch row p (j even) or p + B2 (j odd). Float32 and float64 both work (float64 for
-the tests). Offsets are int64.
+A complex tensor is handled as its real view. The pack / unpack tiles are BLOCK_H rows by BLOCK_L positions,
+long along l when the real side is contiguous along l and square-ish when it is contiguous along h (the
+transposed (B, L, H) layout); the complex side is always read / written contiguously: unpack loads the tile as
+(rows, positions, 2) and splits it; pack gathers float f of a row from position f // 2 of batch row p (f even) or
+p + B2 (f odd) and stores the floats contiguously. In-tile offsets are int32, tile origins int64. Float32 and
+float64 both work (float64 for the tests). Launches go through the cached launcher of
+:mod:`ssm_core.ops.cauchy_triton` (no Triton dispatch on repeat calls).
 
-Measured (NVIDIA H200, B=32, H=256, L=4096, results/bench-layers/20261126T060727_gpu_profile.txt): the spectral
-passes run near the copy bandwidth (spectral_bwd 214 us for 768 MiB), the pack / unpack passes at a third to
-half of it (unpack 313 us, pack 224 us per call against ~65-120 us floors). An earlier unpack that loaded
-(rows, cols, 2) tiles and split them ran in 87 us; the same shape joined and stored (pack) ran in 493 us.
+Measured (NVIDIA H200, B=32, H=256, L=4096, C=1; copy bandwidth 4252 GB/s): unpack 85 us (l-contiguous output)
+and 91 us (h-contiguous), ~3 TB/s; pack 139 / 120 us, pack with act' 182 / 151 us (2.9-3.5 TB/s). The earlier
+passes (one float per lane, two masked accesses) took 299 us (unpack) and 189 / 259 us (pack); a pack that
+loaded both rows as tiles and stored tl.join of them ran at 105-110 us without act' but 210-250 us with it and
+135-250 us from h-contiguous input, so the gather form is kept. The spectral passes run near the copy
+bandwidth (spectral_bwd 213 us for 768 MiB).
 """
 from __future__ import annotations
 
@@ -27,7 +32,11 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-BLOCK_H, BLOCK_J, BLOCK_F = 16, 256, 512
+from .ops.cauchy_triton import Launcher
+
+#: (BLOCK_H, BLOCK_L) tiles of the pack / unpack passes when the real side is contiguous along l, and along h
+TILE_L_MAJOR, TILE_H_MAJOR = (8, 256), (32, 64)
+BLOCK_F = 512  # frequencies per program of the spectral passes
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # triton.jit reads it at import: reload to switch
 
 
@@ -65,39 +74,53 @@ def _act_grad(z, ACT: tl.constexpr):
 
 @triton.jit
 def _pack_kernel(x_ptr, y_ptr, o_ptr, B, B2, C, H, L, NF, s_xb, s_xc, s_xh, s_xl, HAS_Y: tl.constexpr,
-                 ACT: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_J: tl.constexpr):
-    pc = tl.program_id(2).to(tl.int64)
-    p, c = pc // C, pc % C
-    offs_j = tl.program_id(0).to(tl.int64) * BLOCK_J + tl.arange(0, BLOCK_J)  # interleaved float index
-    offs_h = tl.program_id(1).to(tl.int64) * BLOCK_H + tl.arange(0, BLOCK_H)
-    pos, odd = offs_j // 2, (offs_j % 2) == 1
-    hm = offs_h[:, None] < H
-    m = hm & (pos < L)[None, :]
-    src = c * s_xc + offs_h[:, None] * s_xh + pos[None, :] * s_xl
-    xa = tl.load(x_ptr + p * s_xb + src, mask=m & ~odd[None, :], other=0.0)
-    xb = tl.load(x_ptr + (p + B2) * s_xb + src, mask=m & odd[None, :] & (p + B2 < B), other=0.0)
-    val = xa + xb  # zero for l >= L
-    dst = (pc * H + offs_h[:, None]) * (2 * NF) + offs_j[None, :]
+                 ACT: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
+    """One tile of BLOCK_H rows by BLOCK_L positions of one packed row pair p (and channel c), written as its
+    2 BLOCK_L interleaved floats per row: float f is position f // 2 of batch row p (f even) or p + B2 (f odd), zero
+    for positions >= L (the gathers from the two rows are coalesced; the store is contiguous)."""
+    pc = tl.program_id(2)
+    p = pc // C
+    c = pc - p * C
+    h0 = tl.program_id(1) * BLOCK_H
+    l0 = tl.program_id(0) * BLOCK_L
+    hh = tl.arange(0, BLOCK_H)                       # in-tile offsets (int32); the tile's origin is int64
+    f = tl.arange(0, 2 * BLOCK_L)
+    ll = f // 2
+    odd = f % 2
+    hm = ((h0 + hh) < H)[:, None]
+    row = (pc.to(tl.int64) * H + h0) * (2 * NF) + 2 * l0
+    o_tile = hh[:, None] * (2 * NF) + f[None, :]      # (BLOCK_H, 2 BLOCK_L)
+    m = hm & ((l0 + ll) < L)[None, :] & ((odd == 0) | (p + B2 < B))[None, :]
+    base = p.to(tl.int64) * s_xb + c.to(tl.int64) * s_xc + h0.to(tl.int64) * s_xh + l0.to(tl.int64) * s_xl
+    src = hh[:, None] * s_xh + (ll * s_xl)[None, :] + (odd.to(tl.int64) * B2 * s_xb)[None, :]
+    val = tl.load(x_ptr + base + src, mask=m, other=0.0)
     if HAS_Y:  # times act'(z), z = the packed pre-activation y at the same place
-        z = tl.load(y_ptr + dst, mask=m, other=0.0)
+        z = tl.load(y_ptr + row + o_tile, mask=m, other=0.0)
         val = val * _act_grad(z, ACT)
-    tl.store(o_ptr + dst, val, mask=hm & (offs_j < 2 * NF)[None, :])
+    tl.store(o_ptr + row + o_tile, val, mask=hm & ((l0 + ll) < NF)[None, :])
 
 
 @triton.jit
 def _unpack_kernel(y_ptr, o_ptr, B, B2, C, H, L, NF, s_ob, s_oc, s_oh, s_ol, ACT: tl.constexpr,
-                   BLOCK_H: tl.constexpr, BLOCK_J: tl.constexpr):
-    pc = tl.program_id(2).to(tl.int64)
-    p, c = pc // C, pc % C
-    offs_j = tl.program_id(0).to(tl.int64) * BLOCK_J + tl.arange(0, BLOCK_J)
-    offs_h = tl.program_id(1).to(tl.int64) * BLOCK_H + tl.arange(0, BLOCK_H)
-    pos, odd = offs_j // 2, (offs_j % 2) == 1
-    m = (offs_h[:, None] < H) & (pos < L)[None, :]
-    z = tl.load(y_ptr + (pc * H + offs_h[:, None]) * (2 * NF) + offs_j[None, :], mask=m, other=0.0)
-    out = _act(z, ACT)
-    dst = c * s_oc + offs_h[:, None] * s_oh + pos[None, :] * s_ol
-    tl.store(o_ptr + p * s_ob + dst, out, mask=m & ~odd[None, :])
-    tl.store(o_ptr + (p + B2) * s_ob + dst, out, mask=m & odd[None, :] & (p + B2 < B))
+                   BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
+    """One (BLOCK_H, BLOCK_L) tile of positions l < L of one packed row pair: (re, im) pairs of y, read
+    contiguously -> act(re) into row p of o, act(im) into row p + B2."""
+    pc = tl.program_id(2)
+    p = pc // C
+    c = pc - p * C
+    h0 = tl.program_id(1) * BLOCK_H
+    l0 = tl.program_id(0) * BLOCK_L
+    hh = tl.arange(0, BLOCK_H)
+    ll = tl.arange(0, BLOCK_L)
+    two = tl.arange(0, 2)
+    m = ((h0 + hh) < H)[:, None] & ((l0 + ll) < L)[None, :]
+    row = (pc.to(tl.int64) * H + h0) * (2 * NF) + 2 * l0
+    y_tile = hh[:, None, None] * (2 * NF) + 2 * ll[None, :, None] + two[None, None, :]
+    zr, zi = tl.split(tl.load(y_ptr + row + y_tile, mask=m[:, :, None], other=0.0))
+    o_tile = hh[:, None] * s_oh + ll[None, :] * s_ol
+    rest = c.to(tl.int64) * s_oc + h0.to(tl.int64) * s_oh + l0.to(tl.int64) * s_ol
+    tl.store(o_ptr + (p.to(tl.int64) * s_ob + rest) + o_tile, _act(zr, ACT), mask=m)
+    tl.store(o_ptr + ((p + B2).to(tl.int64) * s_ob + rest) + o_tile, _act(zi, ACT), mask=m & (p + B2 < B))
 
 
 @triton.jit
@@ -156,8 +179,19 @@ def _spectral_bwd_kernel(g_ptr, w_ptr, k_ptr, s_ptr, B2, C, H, NF, NEED_U: tl.co
 
 
 # -- launchers -----------------------------------------------------------------------------------------------------
+_PACK = Launcher(_pack_kernel)
+_UNPACK = Launcher(_unpack_kernel)
+_SPECTRAL_FWD = Launcher(_spectral_fwd_kernel)
+_SPECTRAL_BWD = Launcher(_spectral_bwd_kernel)
+
+
+def _tile(s_h: int, s_l: int) -> tuple[int, int]:
+    """(BLOCK_H, BLOCK_L) of a pack / unpack tile: long along l, unless the real side is contiguous along h."""
+    return TILE_H_MAJOR if s_h == 1 and s_l != 1 else TILE_L_MAJOR
+
+
 def _real(t: Tensor) -> Tensor:
-    return torch.view_as_real(t.contiguous())
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activation: str = "identity") -> Tensor:
@@ -165,9 +199,10 @@ def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activa
     bsz, c, h, length = x.shape
     b2 = (bsz + 1) // 2
     out = torch.empty(b2, c, h, n, dtype=cdtype, device=x.device)
-    grid = (triton.cdiv(2 * n, BLOCK_J), triton.cdiv(h, BLOCK_H), b2 * c)
-    _pack_kernel[grid](x, _real(y) if y is not None else x, torch.view_as_real(out), bsz, b2, c, h, length, n,
-                       *x.stride(), HAS_Y=y is not None, ACT=activation, BLOCK_H=BLOCK_H, BLOCK_J=BLOCK_J)
+    s_b, s_c, s_h, s_l = x.stride()
+    bh, bl = _tile(s_h, s_l)
+    _PACK(lambda meta: (-(-n // bl), -(-h // bh), b2 * c), x, _real(y) if y is not None else x, out, bsz, b2, c, h,
+          length, n, s_b, s_c, s_h, s_l, HAS_Y=y is not None, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
     return out
 
 
@@ -175,9 +210,10 @@ def unpack(y: Tensor, out: Tensor, activation: str = "identity") -> Tensor:
     """y (B2, C, H, n) complex -> out (B, C, H, L) real (preallocated, any strides) = act(rows of y)."""
     bsz, c, h, length = out.shape
     b2, n = y.shape[0], y.shape[-1]
-    grid = (triton.cdiv(2 * length, BLOCK_J), triton.cdiv(h, BLOCK_H), b2 * c)
-    _unpack_kernel[grid](_real(y), out, bsz, b2, c, h, length, n, *out.stride(), ACT=activation,
-                         BLOCK_H=BLOCK_H, BLOCK_J=BLOCK_J)
+    s_b, s_c, s_h, s_l = out.stride()
+    bh, bl = _tile(s_h, s_l)
+    _UNPACK(lambda meta: (-(-length // bl), -(-h // bh), b2 * c), _real(y), out, bsz, b2, c, h, length, n,
+            s_b, s_c, s_h, s_l, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
     return out
 
 
@@ -186,18 +222,15 @@ def spectral_fwd(w: Tensor, kf: Tensor) -> Tensor:
     b2, h, n = w.shape
     c = kf.shape[0]
     out = torch.empty(b2, c, h, n, dtype=w.dtype, device=w.device)
-    _spectral_fwd_kernel[(triton.cdiv(n, BLOCK_F), h)](_real(w), _real(kf), torch.view_as_real(out), b2, c, h, n,
-                                                         BLOCK_F=BLOCK_F)
+    _SPECTRAL_FWD(lambda meta: (-(-n // BLOCK_F), h), _real(w), _real(kf), out, b2, c, h, n, BLOCK_F=BLOCK_F)
     return out
 
 
 def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool) -> tuple[Tensor | None, Tensor | None]:
     """gf (B2, C, H, n) (overwritten), w (B2, H, n), kf (C, H, n) complex -> (sum_c gf conj(kf), sum_b gf conj(w))."""
     b2, c, h, n = gf.shape
-    gf = gf.contiguous()
-    s = torch.empty_like(kf, memory_format=torch.contiguous_format) if need_k else None
-    g_real = torch.view_as_real(gf)
-    _spectral_bwd_kernel[(triton.cdiv(n, BLOCK_F), h)](g_real, _real(w), _real(kf),
-                                                         torch.view_as_real(s) if need_k else g_real, b2, c, h, n,
-                                                         NEED_U=need_u, NEED_K=need_k, BLOCK_F=BLOCK_F)
+    gf = _real(gf)
+    s = torch.empty(kf.shape, dtype=kf.dtype, device=kf.device) if need_k else None
+    _SPECTRAL_BWD(lambda meta: (-(-n // BLOCK_F), h), gf, _real(w), _real(kf), s if need_k else gf, b2, c, h, n,
+                  NEED_U=need_u, NEED_K=need_k, BLOCK_F=BLOCK_F)
     return (gf[:, 0] if need_u else None), s

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -487,3 +488,117 @@ def test_gpu_every_autotune_config_is_correct(which, monkeypatch, gen):
             if not max(errs) < TOL32:
                 failures.append((kw, warps, n, length, errs))
     assert not failures, f"seed {gen.initial_seed()}: {failures}"
+
+
+# ---------------------------------------------------------------------------------------------- kernel generation
+# The S4D / S4 kernels' hand-written backward passes (ssm_core/kernels/diag.py _Coefficients, dplr.py _Woodbury1)
+# against autograd through the same formulas, float64 on fresh random parameters.
+
+@pytest.mark.parametrize("disc", ["bilinear", "zoh"])
+@pytest.mark.parametrize("transform,norm", [("exp", "none"), ("relu", "none"), ("none", "softmax")])
+@pytest.mark.parametrize("tie,channels,rate,frozen", [(False, 1, 1.0, False), (True, 2, 2.0, False),
+                                                      (False, 2, 0.5, True)])
+def test_s4d_kernel_backward_matches_autograd(disc, transform, norm, tie, channels, rate, frozen, gen):
+    from ssm_core.kernels import DiagKernel
+    from ssm_core.kernels.params import as_complex
+
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    length = 45
+    kern = DiagKernel(6, 10, channels=channels, discretization=disc, real_transform=transform, normalization=norm,
+                      tie_ab=tie, trainable_a=not frozen, trainable_b=not frozen, backend="torch").double().to(DEVICE)
+    with torch.no_grad():  # away from the initialization's structure
+        kern.c.normal_()
+        kern.b.normal_()
+        kern.a_imag.add_(torch.randn_like(kern.a_imag))
+    params = [p for p in kern.parameters() if p.requires_grad]
+    out = kern(length, rate=rate)
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, params, grad_out)
+
+    _, log_da, db = kern.discrete(rate)  # autograd through the same discretization
+    v = as_complex(kern.c) * db
+    if norm == "softmax":
+        v = v * torch.expm1(log_da) / torch.expm1(length * log_da)
+    ref = log_vandermonde_torch(v.reshape(-1, v.shape[-1]), log_da.expand_as(v).reshape(-1, v.shape[-1]), length)
+    ref = ref.view(channels, 6, length)
+    ref_grads = torch.autograd.grad(ref, params, grad_out)
+    assert _rel(out, ref) < 1e-12
+    for p, a, b in zip(params, grads, ref_grads):
+        assert a.shape == p.shape and _rel(a, b) < 1e-10, f"seed {gen.initial_seed()}"
+
+
+@pytest.mark.parametrize("channels,nyquist", [(1, True), (2, False)])
+def test_s4_woodbury_backward_matches_autograd(channels, nyquist, gen):
+    from ssm_core.kernels.dplr import _Woodbury1
+
+    h, lf = 3, 9
+    r = _cn((channels + 1, 2, h, lf), gen).to(DEVICE)
+    scale = _cn((lf,), gen).to(DEVICE)
+    if nyquist:
+        scale[-1] = 0
+    nyq = torch.randn(channels, h, generator=gen, dtype=torch.float64).to(DEVICE) if nyquist else None
+    grad_out = _cn((channels, h, lf), gen).to(DEVICE)
+    leaves = [r.clone().requires_grad_()] + ([nyq.clone().requires_grad_()] if nyquist else [])
+    out = _Woodbury1.apply(leaves[0], scale, leaves[1] if nyquist else None)
+    grads = torch.autograd.grad(out, leaves, grad_out)
+
+    ref_leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    rr = ref_leaves[0]
+    ref = (rr[:channels, 0] - rr[:channels, 1] * rr[channels, 0] / (1 + rr[channels, 1])) * scale
+    if nyquist:
+        ref = torch.cat([ref[..., :-1], ref_leaves[1][..., None].to(ref.dtype)], -1)
+    ref_grads = torch.autograd.grad(ref, ref_leaves, grad_out)
+    assert _rel(out, ref) < 1e-13
+    for a, b in zip(grads, ref_grads):
+        assert _rel(a, b) < 1e-12
+
+
+@needs_cuda
+@pytest.mark.parametrize("mode", ["s4d", "s4"])
+def test_kernel_graph_replay_matches_eager(mode, monkeypatch, gen):
+    """CUDA-graph replay of the kernel generation (ssm_core/kernels/graphs.py, opt-in with SSM_KERNEL_GRAPHS=1): the
+    same kernel and gradients as eager autograd, across in-place parameter updates, with earlier outputs (and their
+    autograd graphs) still alive during the capture; results held across calls are not overwritten; gradients
+    accumulate; the no-grad path too."""
+    from ssm_core.kernels import DiagKernel, DPLRKernel
+
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    kern = (DiagKernel if mode == "s4d" else DPLRKernel)(8, 16, channels=2).cuda()
+    params = [p for p in kern.parameters() if p.requires_grad]
+    length = 300
+    held = []
+    for _ in range(4):  # call 1 runs eagerly, call 2 captures, calls 3 and 4 replay
+        with torch.no_grad():
+            for p in params:
+                p.add_(0.01 * torch.randn_like(p))
+        monkeypatch.setenv("SSM_KERNEL_GRAPHS", "1")
+        k = kern(length)
+        g = torch.randn_like(k)
+        grads = torch.autograd.grad(k, params, g)
+        monkeypatch.setenv("SSM_KERNEL_GRAPHS", "0")
+        k_ref = kern(length)
+        ref = torch.autograd.grad(k_ref, params, g)
+        assert _rel(k, k_ref) < 1e-6
+        for a, b in zip(grads, ref):
+            assert _rel(a, b) < 1e-6
+        held.append((k, k_ref.detach(), grads, ref))
+    monkeypatch.setenv("SSM_KERNEL_GRAPHS", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a failed capture (eager fallback) fails the test
+        kern(length)
+    assert len(kern._kernel_graphs) == 1
+    for k, k_ref, grads, ref in held:  # nothing returned earlier was overwritten by later replays
+        assert _rel(k, k_ref) < 1e-6 and all(_rel(a, b) < 1e-6 for a, b in zip(grads, ref))
+    for p in params:
+        p.grad = None
+    g = torch.randn_like(held[-1][0])
+    kern(length).backward(g)
+    kern(length).backward(g)
+    twice = [p.grad.clone() for p in params]
+    once = torch.autograd.grad(kern(length), params, g)
+    for a, b in zip(twice, once):
+        assert _rel(a, 2 * b) < 1e-6
+    with torch.no_grad():
+        plain = [kern(length) for _ in range(3)]  # eager, capture (forward only), replay
+    expected = kern(length).detach()
+    assert all(_rel(k, expected) < 1e-6 for k in plain)

@@ -18,9 +18,12 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from ..hippo import MEASURES, dplr
 from ..ops import cauchy
+from .graphs import GraphCache
+from .graphs import run as run_graphed
 from .params import REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from, real_part, register
 
 
@@ -55,6 +58,7 @@ class DPLRKernel(nn.Module):
         register(self, "b", b, trainable_b, lr)
         register(self, "c", as_complex(c), True, None)  # C~ for length l_kernel
         self.register_buffer("l_kernel", torch.tensor(l_max or 0))
+        self._l_kernel: int | None = None
         self._step: dict[str, Tensor] | None = None
         self.float()
 
@@ -80,9 +84,18 @@ class DPLRKernel(nn.Module):
         return inv @ (eye + half * a), (inv @ (dt[:, None].to(a.dtype) * b)[..., None])[..., 0]
 
     def _length(self, length: int) -> int:
-        if int(self.l_kernel) == 0:
-            self.l_kernel.fill_(length)
-        return int(self.l_kernel)
+        """The length C~ is defined for (set by the first call if l_max was not given); read from the buffer
+        once and cached as a Python int, so a forward on the GPU does not synchronize to read it."""
+        if self._l_kernel is None:
+            self._l_kernel = int(self.l_kernel)
+            if self._l_kernel == 0:
+                self.l_kernel.fill_(length)
+                self._l_kernel = length
+        return self._l_kernel
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self._l_kernel = None  # a loaded l_kernel replaces the cached one
 
     def true_c(self) -> Tensor:
         """C = C~ (I - dA^l_kernel)^-1 on the full state: (channels, H, N) complex."""
@@ -117,39 +130,54 @@ class DPLRKernel(nn.Module):
         return self._kernel(length, self.c_tilde(length, rate), rate)
 
     def _kernel(self, length: int, c: Tensor, rate: float) -> Tensor:
-        dt = torch.exp(self.log_dt) * rate  # (H,)
+        """K (channels, H, length) from C~ (channels, H, N/2) (S4 Algorithm 1, steps 2-5).
+
+        k_ij(z) = sum_n dt L_i,n R_j,n / (z - dt Lambda_n) for L = (C~, P^*), R = (B, P): one Cauchy product over all
+        (i, j, feature) rows, dt folded into its numerators; then the Woodbury identity per frequency (rank 1: by
+        :class:`_Woodbury1`, whose backward is written out), times 2 / (1 + omega), and the inverse real FFT.
+        The training path (C~ the parameter itself, rank 1) is replayed from a CUDA graph on a GPU with
+        SSM_KERNEL_GRAPHS=1 (:mod:`.graphs`).
+        """
+        params = [self.log_dt, self.a_real, self.a_imag, self.p, self.b]
+        if c._base is self.c and self.p.shape[0] == 1:
+            cache = self.__dict__.get("_kernel_graphs")
+            if cache is None:
+                cache = self._kernel_graphs = GraphCache()
+            return run_graphed(cache, (length, float(rate), self.backend),
+                               lambda *t: self._kernel_eager(length, as_complex(t[-1]), rate, *t[:-1]),
+                               [*params, self.c])
+        return self._kernel_eager(length, c, rate, *params)
+
+    def _kernel_eager(self, length: int, c: Tensor, rate: float, log_dt: Tensor, a_real: Tensor, a_imag: Tensor,
+                      p_param: Tensor, b_param: Tensor) -> Tensor:
+        """K from C~ (complex) and the other parameters passed in (the module's, or aliases of them)."""
+        dt = torch.exp(log_dt)  # (H,)
+        if rate != 1.0:
+            dt = dt * rate
         cdtype = c.dtype
-        lam = self.lam().expand(self.h, -1)  # (H, N/2)
-        p = as_complex(self.p).expand(-1, self.h, -1)  # (r, H, N/2)
-        b = as_complex(self.b).expand(self.h, -1)  # (H, N/2)
-        rank, half = p.shape[0], self.n // 2
-        # nodes: omega_k = exp(-2 pi i k / L) for the rfft half k = 0 .. L//2; z = 2 (1 - omega) / (1 + omega)
-        k = torch.arange(length // 2 + 1, device=dt.device)
-        omega = torch.exp(torch.complex(torch.zeros_like(k, dtype=dt.dtype), -2 * math.pi * k.to(dt.dtype) / length))
-        nyquist = length % 2 == 0
-        if nyquist:  # z is infinite at omega = -1; its limit is patched in below
-            omega = torch.cat([omega[:-1], omega.new_zeros(1)])
-        z = 2 * (1 - omega) / (1 + omega)  # (L', )
-        left = torch.cat([c, p.conj()], 0)  # (c + r, H, N/2)
-        right = torch.cat([b[None], p], 0)  # (1 + r, H, N/2)
-        v = left[:, None] * right[None, :]  # (c + r, 1 + r, H, N/2)
-        w = (dt[:, None] * lam).to(cdtype)  # (H, N/2)
-        flat_v = v.reshape(-1, half)
-        flat_w = w.expand_as(v).reshape(-1, half)
-        r = cauchy(flat_v, z.to(cdtype), flat_w, backend=self.backend)  # (..., L')
-        r = r.view(*v.shape[:-1], -1) * dt[:, None]  # (c + r, 1 + r, H, L')
-        nc = c.shape[0]
-        k00, k01, k10, k11 = r[:nc, 0], r[:nc, 1:], r[nc:, 0], r[nc:, 1:]
+        lam = torch.complex(real_part(a_real, self.real_transform), a_imag)  # (n_ssm, N/2)
+        p = as_complex(p_param)  # (r, n_ssm, N/2)
+        b = as_complex(b_param)  # (n_ssm, N/2)
+        rank, half, nc, h = p.shape[0], self.n // 2, c.shape[0], self.h
+        z, scale = _nodes(length, cdtype, dt.device)  # (L',), L' = length // 2 + 1
+        left = torch.cat([c, torch.conj_physical(p).expand(rank, h, half)], 0)  # (c + r, H, N/2)
+        right = torch.cat([b.expand(1, h, half), p.expand(rank, h, half)], 0) * dt[:, None]  # (1 + r, H, N/2)
+        v = left[:, None] * right[None]  # (c + r, 1 + r, H, N/2)
+        w = (lam * dt[:, None]).to(cdtype).expand(v.shape).reshape(-1, half)
+        r = cauchy(v.reshape(-1, half), z, w, backend=self.backend).view(nc + rank, 1 + rank, h, -1)  # (.., H, L')
+        # omega = -1 (even length): z is infinite there; the Woodbury term vanishes and 2 / (1 + omega) k00 tends to
+        # dt/2 * 2 Re sum_n C~_n B_n (scale is 0 there and this value is put in instead)
+        nyq = (dt * (c * b).sum(-1).real) if length % 2 == 0 else None  # (c, H)
         if rank == 1:
-            khat = k00 - k01[:, 0] * k10[0] / (1 + k11[0, 0])
+            khat = _Woodbury1.apply(r, scale, nyq)  # (c, H, L')
         else:  # (I + k11)^-1 k10 solved per frequency
+            k00, k01, k10, k11 = r[:nc, 0], r[:nc, 1:], r[nc:, 0], r[nc:, 1:]
             eye = torch.eye(rank, dtype=r.dtype, device=r.device)
             m = (eye[:, :, None, None] + k11).permute(2, 3, 0, 1)  # (H, L', r, r)
             sol = torch.linalg.solve(m, k10.permute(1, 2, 0)[..., None])[..., 0]  # (H, L', r)
-            khat = k00 - torch.einsum("crhl,hlr->chl", k01, sol)
-        khat = khat * (2 / (1 + omega))
-        if nyquist:  # omega = -1: the Woodbury term vanishes and 2/(1+omega) k00 -> dt/2 * 2 Re sum C~ B
-            khat[..., -1] = (dt * (c * b).sum(-1).real).to(cdtype)
+            khat = (k00 - torch.einsum("crhl,hlr->chl", k01, sol)) * scale
+            if nyq is not None:
+                khat = torch.cat([khat[..., :-1], nyq[..., None].to(cdtype)], -1)
         return torch.fft.irfft(khat, n=length)  # (c, H, L)
 
     # -- recurrent step mode: O(N) per step through the Woodbury form of the bilinear step (S4 Lemma C.2) ----
@@ -187,3 +215,63 @@ class DPLRKernel(nn.Module):
                                                              torch.einsum("rhn,bhn->bhr", s["p"].conj(), x)))
         x = self._apply_a1(a0x + s["b"] * u.to(x.dtype)[..., None])
         return torch.einsum("chn,bhn->bch", s["c"], x).real, x
+
+
+_NODES: dict[tuple, tuple[Tensor, Tensor]] = {}
+
+
+def _nodes(length: int, cdtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """S4 Algorithm 1's nodes for the rfft half k = 0 .. L//2: omega_k = exp(-2 pi i k / L), z = 2 (1 - omega) /
+    (1 + omega), and the factor 2 / (1 + omega); at omega = -1 (even L) omega is replaced by 0 in z (finite, unused)
+    and the factor is 0 (the layer puts in the limit). Computed in float64 once per (L, dtype, device)."""
+    key = (length, cdtype, device)
+    hit = _NODES.get(key)
+    if hit is None:
+        k = torch.arange(length // 2 + 1, dtype=torch.float64)
+        omega = torch.exp(torch.complex(torch.zeros_like(k), -2 * math.pi * k / length))
+        scale = 2 / (1 + omega)
+        if length % 2 == 0:
+            omega[-1] = 0
+            scale[-1] = 0
+        z = 2 * (1 - omega) / (1 + omega)
+        hit = _NODES[key] = (z.to(cdtype).to(device), scale.to(cdtype).to(device))
+    return hit
+
+
+class _Woodbury1(torch.autograd.Function):
+    """Rank-1 Woodbury combination per frequency (S4 Algorithm 1 step 4, Lemma C.3):
+
+        khat = scale (k00 - k01 k10 / (1 + k11)),   r = [[k00, k01], [k10, k11]] of shape (c + 1, 2, H, L'),
+
+    rows 0..c-1 of r the C~ rows (k00, k01: (c, H, L')), row c the P^* row (k10, k11: (H, L')); the last frequency
+    is set to ``nyq`` (c, H) real when given. Backward (PyTorch's convention; G = conj(grad), holomorphic factors):
+    G00 = G s, G01 = G s m, G10 = S / n, G11 = S m / n with s = scale, n = -(1 + k11), m = k10 / n,
+    S = sum_c G s k01.
+    """
+
+    @staticmethod
+    def forward(ctx, r: Tensor, scale: Tensor, nyq: Tensor | None) -> Tensor:
+        nc = r.shape[0] - 1
+        k00, k01, k10, k11 = r[:nc, 0], r[:nc, 1], r[nc, 0], r[nc, 1]
+        neg_d = torch.rsub(k11, -1.0)  # -(1 + k11)
+        m = k10 / neg_d
+        khat = torch.addcmul(k00, k01, m) * scale  # (c, H, L')
+        if nyq is not None:
+            khat[..., -1] = nyq
+        ctx.save_for_backward(k01, neg_d, m, scale)
+        ctx.has_nyq = nyq is not None
+        return khat
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        k01, neg_d, m, scale = ctx.saved_tensors
+        nc = k01.shape[0]
+        gr = torch.empty((nc + 1, 2, *k01.shape[1:]), dtype=grad.dtype, device=grad.device)
+        a = torch.mul(torch.conj_physical(grad), scale, out=gr[:nc, 0])  # G00 = G scale (zero at omega = -1)
+        torch.mul(a, m, out=gr[:nc, 1])  # G01
+        s = a * k01 if nc == 1 else (a * k01).sum(0, keepdim=True)  # (1, H, L')
+        torch.div(s, neg_d, out=gr[nc:, 0])  # G10
+        torch.mul(s, m / neg_d, out=gr[nc:, 1])  # G11
+        grad_nyq = grad[..., -1].real if ctx.has_nyq and ctx.needs_input_grad[2] else None
+        return gr.conj_physical_(), None, grad_nyq

@@ -148,44 +148,57 @@ FAST_LAUNCH = os.environ.get("SSM_TRITON_FAST_LAUNCH", "1") != "0"
 
 
 class Launcher:
-    """Launch an autotuned kernel; repeat launches skip Triton's Python dispatch.
+    """Launch a Triton kernel (autotuned or plain); repeat launches skip Triton's Python dispatch.
 
-    Arguments may be complex tensors (passed to the kernel as float pointers to their (re, im)
-    storage), real tensors or ints. The first launch for a given key (CUDA device, every int
-    argument's value, every tensor's dtype and 16-byte alignment, the constexpr arguments) goes
-    through the autotuner, which picks the config and compiles; later launches with that key call
-    the compiled kernel directly with the tensors' addresses. The key holds everything Triton
-    specializes a compiled kernel on, so the cached kernel is the one Triton would have run.
-    Under the interpreter, with FAST_LAUNCH off, or with a Triton launch hook installed
-    (profilers), every launch goes through Triton.
+    ``launcher(grid, *args, **meta)``: grid is a function of the kernel's keyword arguments (the
+    chosen config included) returning the grid tuple; args are the kernel's positional arguments:
+    complex tensors (passed as float pointers to their (re, im) storage), real tensors or ints.
+    The first launch for a given key (CUDA device, every int argument's value, every tensor's dtype
+    and 16-byte alignment, the keyword arguments) goes through Triton, which autotunes / compiles;
+    later launches with that key call the compiled kernel directly with the tensors' addresses. The
+    key holds everything Triton specializes a compiled kernel on, so the cached kernel is the one
+    Triton would have run. Under the interpreter, with FAST_LAUNCH off, or with a Triton launch hook
+    installed (profilers), every launch goes through Triton.
     """
 
-    def __init__(self, autotuned) -> None:
-        self.autotuned = autotuned
-        self.names = list(autotuned.fn.arg_names)
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        fn = getattr(kernel, "fn", None)  # an Autotuner wraps the JIT function; a JIT function wraps a Python one
+        fn = fn if hasattr(fn, "arg_names") else kernel
+        self.names = list(fn.arg_names)
+        self.interpreted = type(fn).__name__ == "InterpretedFunction"  # jit-decorated under TRITON_INTERPRET=1
         self.cache: dict[tuple, tuple] = {}
 
     def __call__(self, grid, *args, **meta) -> None:
-        if INTERPRET or not FAST_LAUNCH or _launch_hooks_installed():
-            self.autotuned[grid](*[_float_view(a) for a in args], **meta)
+        if self.interpreted or not FAST_LAUNCH or _launch_hooks_installed():
+            self.kernel[grid](*[_float_view(a) for a in args], **meta)
             return
         device = torch.cuda.current_device()
-        values = [a.data_ptr() if isinstance(a, Tensor) else a for a in args]
-        key = (device, *[(a.dtype, p % 16 == 0) if isinstance(a, Tensor) else a for a, p in zip(args, values)],
-               *meta.items())
+        values = []
+        key = [device]
+        for a in args:
+            if isinstance(a, Tensor):
+                ptr = a.data_ptr()
+                values.append(ptr)
+                key.append((a.dtype, ptr & 15 == 0))
+            else:
+                values.append(a)
+                key.append(a)
+        key.extend(meta.items())
+        key = tuple(key)
         hit = self.cache.get(key)
         if hit is None:
-            compiled = self.autotuned[grid](*[_float_view(a) for a in args], **meta)
-            config = dict(self.autotuned.best_config.kwargs)
-            merged = {**meta, **config}
+            compiled = self.kernel[grid](*[_float_view(a) for a in args], **meta)
+            best = getattr(self.kernel, "best_config", None)  # autotuned kernels: the config it chose
+            merged = {**meta, **(best.kwargs if best is not None else {})}
             tail = tuple(merged[name] for name in self.names[len(args):])
-            self.cache[key] = (compiled, config, tail)
+            run = compiled.run  # (loads the module on first use)
+            self.cache[key] = (run, compiled.function, compiled.packed_metadata, merged, tail)
             return
-        compiled, config, tail = hit
-        g = grid(config)
-        compiled.run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1,
-                     torch._C._cuda_getCurrentRawStream(device), compiled.function, compiled.packed_metadata,
-                     None, None, None, *values, *tail)
+        run, function, packed, merged, tail = hit
+        g = grid(merged)
+        run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, torch._C._cuda_getCurrentRawStream(device),
+            function, packed, None, None, None, *values, *tail)
 
 
 def _float_view(a):
@@ -199,6 +212,15 @@ def _launch_hooks_installed() -> bool:
         return False
     calls = getattr(hook, "calls", None)  # triton 3.6: a (usually empty) HookChain
     return bool(calls) if calls is not None else hook is not None
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of Python ints (triton.cdiv costs a wrapper call per use on the host)."""
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def flat_rows(t: Tensor, dtype: torch.dtype) -> Tensor:
@@ -426,11 +448,11 @@ _BWD_SPACE = [
 @triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 16}), key=["N", "L"],
                  **AUTOTUNE_KW)
 @triton.jit
-def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLITS,
+def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, d_ptr, B, N, L, SPLITS,
                        BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, FAST: tl.constexpr):
     """grad_v, grad_w for one row b, BLOCK_N pairs, and the share s of the nodes (tiles s, s+SPLITS, ...).
 
-    Writes partial gradients to dv/dw[(s, b, n)] (float views, (SPLITS, B, N, 2)).
+    Writes partial gradients to d[0, s, b, n] (grad_v) and d[1, s, b, n] (grad_w) (float view (2, SPLITS, B, N, 2)).
     """
     pid = tl.program_id(0)
     n_blocks = tl.cdiv(N, BLOCK_N)
@@ -465,8 +487,9 @@ def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLI
     s2r = tl.sum(acc2r, axis=1)
     s2i = tl.sum(acc2i, axis=1)
     out = (s * B + b) * N * 2 + 2 * offs_n
-    tl.store(dv_ptr + out, s1r, mask=mask_n)                       # grad_v = conj(S1)
-    tl.store(dv_ptr + out + 1, -s1i, mask=mask_n)
+    dw_ptr = d_ptr + SPLITS * B * N * 2
+    tl.store(d_ptr + out, s1r, mask=mask_n)                        # grad_v = conj(S1)
+    tl.store(d_ptr + out + 1, -s1i, mask=mask_n)
     tl.store(dw_ptr + out, vr * s2r - vi * s2i, mask=mask_n)       # grad_w = conj(v S2)
     tl.store(dw_ptr + out + 1, -(vr * s2i + vi * s2r), mask=mask_n)
 
@@ -475,10 +498,11 @@ def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, dv_ptr, dw_ptr, B, N, L, SPLI
 
 _FWD_LAUNCH = Launcher(_cauchy_fwd_kernel)
 _BWD_LAUNCH = Launcher(_cauchy_bwd_kernel)
+_COMPLEX = (torch.complex64, torch.complex128)
 
 
 def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
-    """v, w: (B, N), z: (L,), one complex dtype, contiguous -> (B, L)."""
+    """v, w: (B, N), z: (L,), one complex dtype, contiguous, on the current CUDA device -> (B, L)."""
     B, N = v.shape
     L = z.shape[0]
     out = torch.empty((B, L), dtype=v.dtype, device=v.device)
@@ -486,9 +510,7 @@ def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
         return out
     if N == 0:
         return out.zero_()
-    with launch_guard(v.device):
-        _FWD_LAUNCH(lambda meta: (B * triton.cdiv(L, meta["BLOCK_L"]),), v, w, z, out, N, L,
-                    FAST=fast_math(v.dtype))
+    _FWD_LAUNCH(lambda meta: (B * cdiv(L, meta["BLOCK_L"]),), v, w, z, out, N, L, FAST=fast_math(v.dtype))
     return out
 
 
@@ -498,34 +520,48 @@ def _backward(v: Tensor, w: Tensor, z: Tensor, grad: Tensor) -> tuple[Tensor, Te
     L = z.shape[0]
     if B == 0 or N == 0 or L == 0:
         return torch.zeros_like(v), torch.zeros_like(w)
-    splits = split_count(B * triton.cdiv(N, 16), triton.cdiv(L, 128), v.device)
-    shape = (B, N) if splits == 1 else (splits, B, N)
-    dv = torch.empty(shape, dtype=v.dtype, device=v.device)
-    dw = torch.empty(shape, dtype=v.dtype, device=v.device)
-    with launch_guard(v.device):
-        _BWD_LAUNCH(lambda meta: (B * triton.cdiv(N, meta["BLOCK_N"]) * splits,), v, w, z, contiguous(grad), dv, dw,
-                    B, N, L, splits, FAST=fast_math(v.dtype))
-    if splits == 1:
-        return dv, dw
-    return dv.sum(0), dw.sum(0)
+    splits = split_count(B * cdiv(N, 16), cdiv(L, 128), v.device)
+    d = torch.empty((2, splits, B, N), dtype=v.dtype, device=v.device)  # (grad_v, grad_w) x partial sums
+    _BWD_LAUNCH(lambda meta: (B * cdiv(N, meta["BLOCK_N"]) * splits,), v, w, z, contiguous(grad), d, B, N, L,
+                splits, FAST=fast_math(v.dtype))
+    if splits > 1:
+        d = d.sum(1)
+    else:
+        d = d.view(2, B, N)
+    return d[0], d[1]
 
 
 class _CauchyFunction(torch.autograd.Function):
-    """Autograd wrapper: v, w (B, N) and z (L,) of one complex dtype -> (B, L)."""
+    """Autograd wrapper: v, w (B, N) and z (L,) of one complex dtype, contiguous -> (B, L)."""
 
     @staticmethod
     def forward(ctx, v: Tensor, w: Tensor, z: Tensor) -> Tensor:
         ctx.save_for_backward(v, w, z)
-        return _forward(v, w, z)
+        with launch_guard(v.device):
+            return _forward(v, w, z)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
-        v, w, z = ctx.saved_tensors
-        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+        if torch.is_grad_enabled():  # create_graph=True: this backward is not differentiable (error if tried)
+            return _CauchyFunction._backward_once(ctx, grad)
+        return _CauchyFunction._backward_plain(ctx, grad)
+
+    @staticmethod
+    def _backward_plain(ctx, grad: Tensor):
+        need_v, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        if not (need_v or need_w):
             return None, None, None
-        dv, dw = _backward(v, w, z, grad)
-        return (dv if ctx.needs_input_grad[0] else None, dw if ctx.needs_input_grad[1] else None, None)
+        v, w, z = ctx.saved_tensors
+        with launch_guard(v.device):
+            dv, dw = _backward(v, w, z, grad)
+        return (dv if need_v else None), (dw if need_w else None), None
+
+    _backward_once = staticmethod(once_differentiable(_backward_plain.__func__))
+
+
+def _plain(t: Tensor) -> bool:
+    """Contiguous storage without lazy conjugate / negative bits."""
+    return t.is_contiguous() and not (t.is_conj() or t.is_neg())
 
 
 def cauchy_triton(v: Tensor, z: Tensor, w: Tensor) -> Tensor:
@@ -534,6 +570,15 @@ def cauchy_triton(v: Tensor, z: Tensor, w: Tensor) -> Tensor:
     v, w: (..., N) complex; z: (L,) complex -> (..., L) complex. complex64 computes in float32,
     complex128 in float64; real inputs are promoted. Gradients flow to v and w (not to z).
     """
+    dtype = v.dtype
+    if (dtype in _COMPLEX and w.dtype is dtype and z.dtype is dtype and v.dim() == 2 and z.dim() == 1
+            and v.shape == w.shape and not z.requires_grad and (v.is_cuda or INTERPRET)
+            and _plain(v) and _plain(w) and _plain(z) and v.device == w.device == z.device):
+        # the common case (the S4 kernel's call): nothing to convert
+        if torch.is_grad_enabled() and (v.requires_grad or w.requires_grad):
+            return _CauchyFunction.apply(v, w, z)
+        with launch_guard(v.device):
+            return _forward(v, w, z)
     op = "cauchy (triton)"
     if v.shape != w.shape:
         raise ValueError(f"{op}: v and w must have the same shape, got {tuple(v.shape)} and {tuple(w.shape)}")

@@ -40,8 +40,8 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, Launcher, autotune_configs, check_device,
-                            complex_dtype, contiguous, fast_math, flat_rows, launch_guard, split_count)
+from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, Launcher, autotune_configs, cdiv, check_device,
+                            complex_dtype, contiguous, fast_math, flat_rows, launch_guard, next_pow2, split_count)
 
 #: tl.dot input precision of the float32 path, forward and backward: 'ieee' (exact float32
 #: products, FMA units) or 'tf32x3' (three TF32 tensor-core passes, ~1e-6 relative error per
@@ -147,10 +147,11 @@ _BWD_SPACE = [
 @triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L"],
                  prune_configs_by={"early_config_prune": _prune}, **AUTOTUNE_KW)
 @triton.jit
-def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, dv_ptr, dx_ptr, B, N, L, SPLITS,
+def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, d_ptr, B, N, L, SPLITS,
                             BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr,
                             PRECISION: tl.constexpr, FAST: tl.constexpr):
-    """Partial grad_v, grad_x of row b over the tiles s, s+SPLITS, ... -> dv/dx[(s, b, n)] (float views).
+    """Partial grad_v, grad_x of row b over the tiles s, s+SPLITS, ... -> d[0, s, b, n], d[1, s, b, n]
+    (float view (2, SPLITS, B, N, 2)).
 
     Accumulates over tiles W0[n, j] = sum_t exp(x_n m_t) g[m_t + j] and W1[n, j] = sum_t m_t exp(x_n m_t)
     g[m_t + j], then S0[n] = sum_j Q[n, j] W0[n, j] and S1[n] = sum_j Q[n, j] (W1[n, j] + j W0[n, j]).
@@ -191,6 +192,8 @@ def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, dv_ptr, dx_ptr, B, N, L, SPLITS
     s1r = tl.sum(qr * k1r - qi * k1i, axis=1)                               # S1 = sum_j Q (W1 + j W0)
     s1i = tl.sum(qr * k1i + qi * k1r, axis=1)
     out = (s * B + b) * N * 2 + 2 * offs_n
+    dv_ptr = d_ptr
+    dx_ptr = d_ptr + SPLITS * B * N * 2
     tl.store(dv_ptr + out, 2.0 * s0r, mask=mask_n)                            # grad_v = 2 conj(S0)
     tl.store(dv_ptr + out + 1, -2.0 * s0i, mask=mask_n)
     tl.store(dx_ptr + out, 2.0 * (vr * s1r - vi * s1i), mask=mask_n)          # grad_x = 2 conj(v S1)
@@ -201,24 +204,33 @@ def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, dv_ptr, dx_ptr, B, N, L, SPLITS
 
 _FWD_LAUNCH = Launcher(_vandermonde_fwd_kernel)
 _BWD_LAUNCH = Launcher(_vandermonde_bwd_kernel)
+_COMPLEX = (torch.complex64, torch.complex128)
+_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+_OPTIONS: dict[tuple, dict] = {}
 
 
 def _kernel_options(dtype: torch.dtype, n: int, precision: str) -> dict:
-    if precision not in _ALLOWED_PRECISIONS:
-        raise ValueError(f"vandermonde_triton: dot precision {precision!r} is not allowed; allowed: "
-                         f"{_ALLOWED_PRECISIONS} (FWD_PRECISION / BWD_PRECISION)")
-    fp64 = dtype == torch.complex128
-    return {"BLOCK_N": max(16, triton.next_power_of_2(n)),
-            "PRECISION": "ieee" if fp64 or INTERPRET else precision, "FAST": fast_math(dtype)}
+    """The constexpr arguments of a launch (cached per dtype, N and precision)."""
+    key = (dtype, n, precision)
+    opts = _OPTIONS.get(key)
+    if opts is None:
+        if precision not in _ALLOWED_PRECISIONS:
+            raise ValueError(f"vandermonde_triton: dot precision {precision!r} is not allowed; allowed: "
+                             f"{_ALLOWED_PRECISIONS} (FWD_PRECISION / BWD_PRECISION)")
+        fp64 = dtype == torch.complex128
+        opts = _OPTIONS[key] = {"BLOCK_N": max(16, next_pow2(n)),
+                                "PRECISION": "ieee" if fp64 or INTERPRET else precision, "FAST": fast_math(dtype)}
+    return opts
 
 
 def _forward_block(v: Tensor, x: Tensor, length: int) -> Tensor:
     """v, x: (B, N) contiguous with N <= MAX_BLOCK_N -> (B, length) real."""
     B, N = v.shape
-    out = torch.empty((B, length), dtype=v.real.dtype, device=v.device)
-    with launch_guard(v.device):
-        _FWD_LAUNCH(lambda meta: (B * triton.cdiv(length, meta["BLOCK_T"] * meta["BLOCK_S"]),), v, x, out, N, length,
-                    **_kernel_options(v.dtype, N, FWD_PRECISION))
+    out = torch.empty((B, length), dtype=_REAL_OF[v.dtype], device=v.device)
+    _FWD_LAUNCH(lambda meta: (B * cdiv(length, meta["BLOCK_T"] * meta["BLOCK_S"]),), v, x, out, N, length,
+                **_kernel_options(v.dtype, N, FWD_PRECISION))
     return out
 
 
@@ -226,22 +238,18 @@ def _backward_block(v: Tensor, x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]
     """(grad_v, grad_x), each (B, N), for grad = dLoss/dout (B, L) real, contiguous."""
     B, N = v.shape
     L = grad.shape[-1]
-    splits = split_count(B, triton.cdiv(L, 2048), v.device)
-    shape = (B, N) if splits == 1 else (splits, B, N)
-    dv = torch.empty(shape, dtype=v.dtype, device=v.device)
-    dx = torch.empty(shape, dtype=v.dtype, device=v.device)
-    with launch_guard(v.device):
-        _BWD_LAUNCH(lambda meta: (B * splits,), v, x, grad, dv, dx, B, N, L, splits,
-                    **_kernel_options(v.dtype, N, BWD_PRECISION))
-    if splits == 1:
-        return dv, dx
-    return dv.sum(0), dx.sum(0)
+    splits = split_count(B, cdiv(L, 2048), v.device)
+    d = torch.empty((2, splits, B, N), dtype=v.dtype, device=v.device)  # (grad_v, grad_x) x partial sums
+    _BWD_LAUNCH(lambda meta: (B * splits,), v, x, grad, d, B, N, L, splits,
+                **_kernel_options(v.dtype, N, BWD_PRECISION))
+    d = d.sum(1) if splits > 1 else d.view(2, B, N)
+    return d[0], d[1]
 
 
 def _forward(v: Tensor, x: Tensor, length: int) -> Tensor:
     B, N = v.shape
     if B == 0 or N == 0:
-        return torch.zeros((B, length), dtype=v.real.dtype, device=v.device)
+        return torch.zeros((B, length), dtype=_REAL_OF[v.dtype], device=v.device)
     if N <= MAX_BLOCK_N:
         return _forward_block(v, x, length)
     out = _forward_block(v[:, :MAX_BLOCK_N].contiguous(), x[:, :MAX_BLOCK_N].contiguous(), length)
@@ -263,21 +271,36 @@ def _backward(v: Tensor, x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _LogVandermondeFunction(torch.autograd.Function):
-    """Autograd wrapper: v, x (B, N) of one complex dtype -> (B, length) real."""
+    """Autograd wrapper: v, x (B, N) of one complex dtype, contiguous -> (B, length) real."""
 
     @staticmethod
     def forward(ctx, v: Tensor, x: Tensor, length: int) -> Tensor:
         ctx.save_for_backward(v, x)
-        return _forward(v, x, length)
+        with launch_guard(v.device):
+            return _forward(v, x, length)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
-        v, x = ctx.saved_tensors
-        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+        if torch.is_grad_enabled():  # create_graph=True: this backward is not differentiable (error if tried)
+            return _LogVandermondeFunction._backward_once(ctx, grad)
+        return _LogVandermondeFunction._backward_plain(ctx, grad)
+
+    @staticmethod
+    def _backward_plain(ctx, grad: Tensor):
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        if not (need_v or need_x):
             return None, None, None
-        dv, dx = _backward(v, x, grad)
-        return (dv if ctx.needs_input_grad[0] else None, dx if ctx.needs_input_grad[1] else None, None)
+        v, x = ctx.saved_tensors
+        with launch_guard(v.device):
+            dv, dx = _backward(v, x, grad)
+        return (dv if need_v else None), (dx if need_x else None), None
+
+    _backward_once = staticmethod(once_differentiable(_backward_plain.__func__))
+
+
+def _plain(t: Tensor) -> bool:
+    """Contiguous storage without lazy conjugate / negative bits."""
+    return t.is_contiguous() and not (t.is_conj() or t.is_neg())
 
 
 def log_vandermonde_triton(v: Tensor, x: Tensor, length: int) -> Tensor:
@@ -286,6 +309,15 @@ def log_vandermonde_triton(v: Tensor, x: Tensor, length: int) -> Tensor:
     v, x: (..., N) complex -> (..., length) real. complex64 computes in float32, complex128 in
     float64; real inputs are promoted. Gradients flow to v and x. length must be < 2^24.
     """
+    dtype = v.dtype
+    if (dtype in _COMPLEX and x.dtype is dtype and v.dim() == 2 and v.shape == x.shape and type(length) is int
+            and 1 <= length < 2 ** 24 and (v.is_cuda or INTERPRET) and _plain(v) and _plain(x)
+            and v.device == x.device):
+        # the common case (the S4D kernel's call): nothing to convert
+        if torch.is_grad_enabled() and (v.requires_grad or x.requires_grad):
+            return _LogVandermondeFunction.apply(v, x, length)
+        with launch_guard(v.device):
+            return _forward(v, x, length)
     op = "log_vandermonde (triton)"
     if v.shape != x.shape:
         raise ValueError(f"{op}: v and x must have the same shape, got {tuple(v.shape)} and {tuple(x.shape)}")
