@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from runners.benchmark.common import host_seconds  # noqa: E402
+
 # The official S4 CUDA extension on an NVIDIA H200 (shared/DESIGN.md, "Kernels: what we measured
 # as the bar to beat"): (op, batch, N/2, L) -> (fwd ms, fwd+bwd ms, peak MiB).
 OFFICIAL_H200 = {
@@ -296,37 +298,19 @@ def host_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]
         fn = product(op, "triton", length)
         v, w, z, g = make_inputs(op, batch, n, length, device, cfg.seed + 3)
         vg, wg = v.clone().requires_grad_(), w.clone().requires_grad_()
-        records.append({"what": f"{OP_TITLE[op]} forward", "us": _host_us(lambda: fn(v, w, z), device, reps)})
+        records.append({"what": f"{OP_TITLE[op]} forward", "us": host_seconds(lambda: fn(v, w, z), device, reps) * 1e6})
         records.append({"what": f"{OP_TITLE[op]} forward+backward",
-                        "us": _host_us(lambda: torch.autograd.grad(fn(vg, wg, z), [vg, wg], g), device, reps)})
+                        "us": host_seconds(lambda: torch.autograd.grad(fn(vg, wg, z), [vg, wg], g), device, reps) * 1e6})
     x = torch.randn(16, device=device)
     xg = x.clone().requires_grad_()
     gx = torch.randn(16, device=device)
-    records.append({"what": "tiny torch op (x.add_(1))", "us": _host_us(lambda: x.add_(1.0), device, reps)})
+    records.append({"what": "tiny torch op (x.add_(1))", "us": host_seconds(lambda: x.add_(1.0), device, reps) * 1e6})
     records.append({"what": "autograd Function around one tiny op, forward+backward (floor)",
-                    "us": _host_us(lambda: torch.autograd.grad(_Floor.apply(xg), [xg], gx), device, reps)})
+                    "us": host_seconds(lambda: torch.autograd.grad(_Floor.apply(xg), [xg], gx), device, reps) * 1e6})
     for r in records:
         r["us"] = round(r["us"], 1)
         print(f"host {r['what']}: {r['us']} us", flush=True)
     return records
-
-
-def _host_us(fn: Callable[[], Any], device: torch.device, n: int) -> float:
-    """Best of 5 rounds of the mean wall time of n calls (no synchronization inside a round), in us (one round of
-    one call for n = 1: the CPU smoke run)."""
-    for _ in range(3 if n > 1 else 1):
-        fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    best = float("inf")
-    for _ in range(5 if n > 1 else 1):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    return best
 
 
 def precision_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ if str(REPO) not in sys.path:
 
 from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
+from runners.benchmark.common import host_seconds  # noqa: E402
 
 D_STATE = 64
 SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]
@@ -218,27 +219,9 @@ def host_ms(device: torch.device, quick: bool = False) -> list[dict[str, Any]]:
         for what, fn in (("kernel generation", lambda: torch.autograd.grad(layer.kernel(length), params, gk)),
                          ("layer", lambda: layer(x).backward(gy))):
             rows.append({"mode": mode, "what": what, "graphs": graphs.enabled(), "H": h, "B": b, "L": length,
-                         "host_ms": round(_host_time(fn, device, 1 if quick else 40), 4)})
+                         "host_ms": round(host_seconds(fn, device, 1 if quick else 40) * 1e3, 4)})
             print(f"host {mode} {what} graphs={graphs.enabled()}: {rows[-1]['host_ms']} ms", flush=True)
     return rows
-
-
-def _host_time(fn: Callable[[], Any], device: torch.device, n: int) -> float:
-    """Best of 5 rounds of the mean wall time of n calls (no synchronization inside a round), in ms (one round of one
-    call for n = 1: the CPU smoke run)."""
-    for _ in range(3 if n > 1 else 1):
-        fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    best = float("inf")
-    for _ in range(5 if n > 1 else 1):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n * 1e3)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    return best
 
 
 def run_profile(path: Path, device: torch.device) -> None:

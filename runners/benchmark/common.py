@@ -17,6 +17,7 @@ import gc
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from dataclasses import dataclass
 
 import torch
@@ -185,3 +186,22 @@ def ratio(num: float | str, den: float | str) -> float | str:
 
 def fmt(value: float | str, unit: str) -> str:
     return "X" if value == "X" else f"{value:.4g} {unit}"
+
+
+def host_seconds(fn: Callable[[], Any], device: torch.device, n: int) -> float:
+    """Host time per call: best of 5 rounds of the mean wall time of n calls, with no synchronization inside a
+    round (so it measures what issuing the work costs when the GPU keeps up); one round of one call for n = 1
+    (a CPU smoke run). In seconds."""
+    for _ in range(3 if n > 1 else 1):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    best = float("inf")
+    for _ in range(5 if n > 1 else 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return best
