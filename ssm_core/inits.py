@@ -56,11 +56,11 @@ def s4d_real(n: int) -> np.ndarray:
 def s4d_rand(n: int, rng: np.random.Generator) -> np.ndarray:
     """S4D-Rand (S4D Section 5.2): a randomly initialized diagonal A.
 
-    The paper gives no formula; we draw Re(A_n) = -exp(g) and Im(A_n) = (N/2) |g'| with g, g' ~ N(0, 1), so the
-    imaginary parts cover about the same range as S4D-Lin's (pi N / 2) but follow no law.
+    The paper gives no formula; we follow the random diagonal initialization of the authors' S4 code base:
+    Re(A_n) = -1/2 and Im(A_n) = exp(g), g ~ N(0, 1) -- random frequencies that follow no law.
     """
     half = _check_state_size(n)
-    return -np.exp(rng.standard_normal(half)) + 1j * (n / 2) * np.abs(rng.standard_normal(half))
+    return -0.5 + 1j * np.exp(rng.standard_normal(half))
 
 
 def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bool = False,
