@@ -11,7 +11,8 @@ TABLE = $(PY) -m runners run --tier $(TIER) $(1) ; status=$$?; $(PY) -m runners 
 
 .PHONY: all setup smoke test report check list bench-kernels bench-layers analytic pathx resolution-change init-ablation \
 	table-2 table-3 table-4 table-5 table-6 generation \
-	s4d-table-2 s4d-table-3 s4d-table-4 s4d-table-5 s4d-table-6 s4d-table-11
+	s4d-table-2 s4d-table-3 s4d-table-4 s4d-table-5 s4d-table-6 s4d-table-11 \
+	s4d-theorem-3 s4d-conjecture-5 s4d-theorem-6 s4d-figure-4 s4d-proposition-1
 
 all: smoke
 
@@ -65,3 +66,8 @@ s4d-table-4: setup ; $(call TABLE,s4d-table-4)
 s4d-table-5: setup ; $(call TABLE,s4d-table-5)
 s4d-table-6: setup ; $(call TABLE,s4d-table-6)
 s4d-table-11: setup ; $(call TABLE,s4d-table-11)
+s4d-theorem-3: setup ; $(call TABLE,s4d-theorem-3)
+s4d-conjecture-5: setup ; $(call TABLE,s4d-conjecture-5)
+s4d-theorem-6: setup ; $(call TABLE,s4d-theorem-6)
+s4d-figure-4: setup ; $(call TABLE,s4d-figure-4)
+s4d-proposition-1: setup ; $(call TABLE,s4d-proposition-1)

@@ -149,3 +149,16 @@ def test_ordering_against_other_cells() -> None:
     assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): 2}).verdict == "FAIL"
     assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): "X"}).verdict == "PASS"  # the other ran out of memory
     assert judge(cell, "smoke", {("r", "c"): 3}).verdict == "NOT-RUN"
+
+
+def test_every_spec_has_its_make_target() -> None:
+    """Each spec's `make:` key names a target of the Makefile (the reports tell users to run it)."""
+    root = Path(__file__).resolve().parents[1]
+    targets = {line.split(":")[0] for line in (root / "Makefile").read_text().splitlines()
+               if line and not line[0].isspace() and ":" in line and not line.startswith(("#", "."))}
+    missing = []
+    for path in sorted((root / "reproductions").glob("[!_]*.yaml")):
+        make = yaml.safe_load(path.read_text()).get("make")
+        if make not in targets:
+            missing.append(f"{path.name}: make {make}")
+    assert not missing, missing
