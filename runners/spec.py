@@ -54,10 +54,10 @@ class Spec:
     description: str = ""
 
 
-def _deep_merge(base: dict, top: dict) -> dict:
+def deep_merge(base: dict, top: dict) -> dict:
     out = dict(base)
     for key, value in top.items():
-        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
@@ -86,8 +86,8 @@ def resolve_includes(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
         raise SpecError(f"{path}: key 'include' must be a file name or a list of file names")
     merged: dict = {}
     for inc in includes:
-        merged = _deep_merge(merged, resolve_includes(path.parent / inc, (*_seen, path)))
-    return _deep_merge(merged, doc)
+        merged = deep_merge(merged, resolve_includes(path.parent / inc, (*_seen, path)))
+    return deep_merge(merged, doc)
 
 
 def _type_ok(value: Any, tp: Any) -> bool:

@@ -24,7 +24,7 @@ from runners.data.standins import BIDMC_RATE_HZ, speech_tone_frequencies
 from runners.data.tones import class_frequencies, load_tones, write_tones
 from runners.expected import expected_path, load_expected
 from runners.registry import RunContext
-from runners.spec import SpecError, _deep_merge, load_spec
+from runners.spec import SpecError, deep_merge, load_spec
 from runners.train import TrainConfig, train
 from runners.train.extra_eval import (
     AtRate,
@@ -292,7 +292,7 @@ def test_every_cell_of_every_tier_builds(name: str) -> None:
                 assert (row, col) in listed, f"{name} {tier}: cell ({row}, {col}) is not in expected/"
                 for ev in parse_extra_evals(t.get("extra_eval"), col):
                     assert (row, ev.column) in listed or [row, ev.column] in cfg.skip
-                kw = _deep_merge(_deep_merge(cfg.model_defaults.get(m["arch"], {}),
+                kw = deep_merge(deep_merge(cfg.model_defaults.get(m["arch"], {}),
                                              t.get("model", {}).get(m["arch"], {})), m.get("model", {}))
                 if tier != "smoke":  # big models: build a 1-layer, 8-feature copy of the same configuration
                     kw = {**kw, "n_layers": 1, "d_model": 8}

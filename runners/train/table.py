@@ -43,7 +43,7 @@ from torch import nn
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATORS, LOADERS, PREPARERS
 from ..registry import Cell, RunContext, RunOutput, register
-from ..spec import _deep_merge
+from ..spec import deep_merge
 from .config import TrainConfig
 from .derived import check_derived, picked_cells, post_process, runs_task
 from .extra_eval import ExtraEvaluator, check_extra_evals, parse_extra_evals
@@ -97,7 +97,7 @@ class TrainTableConfig:
         # every cell's TrainConfig must be valid before anything trains
         for row, m in self.models.items():
             for col, t in self.tasks.items():
-                TrainConfig.from_dict(_deep_merge(_deep_merge(self.train, t.get("train", {})), m.get("train", {})),
+                TrainConfig.from_dict(deep_merge(deep_merge(self.train, t.get("train", {})), m.get("train", {})),
                                       where=f"train config of cell ({row}, {col})")
 
 
@@ -197,7 +197,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
         try:
             root = prepare_data(col, task_cfg, ctx)
             task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
-            extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **_deep_merge(task_cfg.get("loader_args", {}),
+            extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
                                                                                ev.loader_args))) for ev in extras]
         except DatasetError as exc:
             notes.append(f"{col}: NOT-RUN, data missing: {exc}")
@@ -214,9 +214,9 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
         for row in rows:
             row_cfg = cfg.models[row]
             arch = row_cfg["arch"]
-            model_kwargs = _deep_merge(_deep_merge(cfg.model_defaults.get(arch, {}),
+            model_kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}),
                                                    task_cfg.get("model", {}).get(arch, {})), row_cfg.get("model", {}))
-            train_cfg = TrainConfig.from_dict(_deep_merge(_deep_merge(cfg.train, task_cfg.get("train", {})),
+            train_cfg = TrainConfig.from_dict(deep_merge(deep_merge(cfg.train, task_cfg.get("train", {})),
                                                           row_cfg.get("train", {})))
             train_cfg.seed = ctx.seed if "seed" not in {**cfg.train, **row_cfg.get("train", {})} else train_cfg.seed
             run_dir = ctx.work_dir / f"{_slug(row)}__{_slug(col)}"
