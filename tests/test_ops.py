@@ -180,7 +180,9 @@ def compare_vandermonde(v, x, length, dtype, device=DEVICE):
     return _rel(out, ref), _rel(dv, rv), _rel(dx, rx)
 
 
-TOL32 = 2e-5   # complex64 (float32 arithmetic), norm-wise relative error
+# complex64 (float32 arithmetic), norm-wise relative error against float64 on the same inputs: issue 3's accuracy
+# requirement (1e-4). Typical errors are 1e-6 .. 1e-5; fresh random draws with some z close to w reach ~3e-5.
+TOL32 = 1e-4
 TOL64 = 1e-11  # complex128
 
 
