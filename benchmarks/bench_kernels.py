@@ -36,6 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from runners.benchmark.common import host_seconds  # noqa: E402
+from runners.results import write_text_atomic  # noqa: E402
 
 # The official S4 CUDA extension on an NVIDIA H200 (shared/DESIGN.md, "Kernels: what we measured
 # as the bar to beat"): (op, batch, N/2, L) -> (fwd ms, fwd+bwd ms, peak MiB).
@@ -456,7 +457,7 @@ def render(json_path: Path, table_path: Path) -> None:
     """Rewrite the markdown table from a results file (e.g. after copying GPU results into the repo)."""
     import json
 
-    _write_text_atomic(table_path, markdown_table(json.loads(json_path.read_text())))
+    write_text_atomic(table_path, markdown_table(json.loads(json_path.read_text())))
 
 
 def main(argv: list[str] | None = None) -> dict[str, str]:
@@ -517,7 +518,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
 
     def save() -> None:  # after every row and section: a cut-off run keeps what it measured
         write_json_atomic(path, record)
-        _write_text_atomic(table_path, markdown_table(record))
+        write_text_atomic(table_path, markdown_table(record))
 
     for name, section in sections.items():
         if name == "kernels":
@@ -527,21 +528,6 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         save()
     print(f"wrote {path} and {table_path}")
     return {"json": str(path), "table": str(table_path)}
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 if __name__ == "__main__":

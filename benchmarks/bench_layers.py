@@ -39,6 +39,7 @@ if str(REPO) not in sys.path:
 from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
 from runners.benchmark.common import host_seconds  # noqa: E402
+from runners.results import write_text_atomic  # noqa: E402
 
 D_STATE = 64
 SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]
@@ -232,7 +233,7 @@ def run_profile(path: Path, device: torch.device) -> None:
                          + profile_table(mode, device))
         except Exception as exc:  # the profiler may not see the GPU everywhere (e.g. no CUPTI)
             texts.append(f"== {mode}: profiler failed: {type(exc).__name__}: {exc}")
-    _write_text_atomic(path, "\n\n".join(texts))
+    write_text_atomic(path, "\n\n".join(texts))
     print("\n\n".join(texts), flush=True)
 
 
@@ -350,19 +351,6 @@ def markdown_table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main(argv: list[str] | None = None) -> dict[str, str]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="toy sizes on the CPU; JSON and table go to --out-dir")
@@ -418,11 +406,11 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
               + (f"  (official {row['official_ms']} ms / {row['official_mib']} MiB, target {row['target_ms']})"
                  if row["official_ms"] else ""), flush=True)
         write_json_atomic(path, record)  # after every row: a cut-off run keeps what it measured
-        _write_text_atomic(table_path, markdown_table(record))
+        write_text_atomic(table_path, markdown_table(record))
     if not profiled:
         run_profile(args.profile_file or out_dir / "profile-layers.txt", device)
     write_json_atomic(path, record)
-    _write_text_atomic(table_path, markdown_table(record))
+    write_text_atomic(table_path, markdown_table(record))
     print(f"wrote {path} and {table_path}")
     return {"json": str(path), "table": str(table_path)}
 

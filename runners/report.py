@@ -4,14 +4,13 @@ Generated from results files only.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from . import results as results_mod
+from .results import write_text_atomic
 from .compare import CellVerdict, compare, latest_result, load_result, summary
 from .expected import expected_path, load_expected
 from .plots import PLOTS
@@ -28,15 +27,6 @@ def fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.3e}"
     return str(x)
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def _grid(expected: dict, verdicts: list[CellVerdict]) -> str:
@@ -105,7 +95,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path) -> dict[str, dict
             plotted = True
         lines += ["<details><summary>Every cell with its check</summary>", "", _details(verdicts), "",
                   "</details>", ""]
-    _write_text_atomic(out_dir / f"{spec.id}.md", "\n".join(lines))
+    write_text_atomic(out_dir / f"{spec.id}.md", "\n".join(lines))
     return counts
 
 
@@ -116,7 +106,7 @@ def report_unrun_table(expected: dict, out_dir: Path) -> None:
              "", "NOT-RUN at every tier: this table has no spec / runner yet (see the open issues). The paper's "
              "values, with their sources, are in " f"`{expected_path(expected['table'])}`.", "",
              _grid(expected, verdicts), ""]
-    _write_text_atomic(out_dir / f"{expected['table']}.md", "\n".join(lines))
+    write_text_atomic(out_dir / f"{expected['table']}.md", "\n".join(lines))
 
 
 def report_all(out_dir: Path | None = None, results_root: Path | None = None) -> Path:
@@ -149,5 +139,5 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
                    and p.stem not in spec_ids | {p.stem for p in Path("expected").glob("*.yaml")})
     if extra:
         index += ["Other reports: " + ", ".join(f"[{p.stem}]({p.name})" for p in extra), ""]
-    _write_text_atomic(out_dir / "README.md", "\n".join(index))
+    write_text_atomic(out_dir / "README.md", "\n".join(index))
     return out_dir / "README.md"

@@ -15,20 +15,26 @@ import torch
 RESULTS_DIR = Path(os.environ.get("SSM_RESULTS_DIR", "results"))
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON to ``path`` through a temporary file in the same directory and os.replace."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and os.replace: a reader never
+    sees a half-written file, and a crash leaves the old one."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=2, sort_keys=False, default=_json_default)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be read by others
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results and reports are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """JSON through :func:`write_text_atomic`."""
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
 def _json_default(obj: Any) -> Any:
