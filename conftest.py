@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
     # the CPU tests run tiny tensors: one intra-op thread avoids oversubscribing a small (CI) machine
     torch.set_num_threads(1)
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    """A fresh seed per test (shown in the failure message) so every run draws new random inputs."""
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))

@@ -7,8 +7,6 @@ channels, short / causal / bidirectional kernels, both input and output layouts,
 """
 from __future__ import annotations
 
-import importlib
-import os
 
 import pytest
 import torch
@@ -22,29 +20,6 @@ HAS_CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 ACT_FNS = {"identity": lambda z: z, "gelu": F.gelu, "relu": torch.relu, "silu": F.silu, "tanh": torch.tanh}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _triton_mode():
-    """CPU: TRITON_INTERPRET=1 while this module runs; (re)import the Triton passes in the matching mode."""
-    old = os.environ.get("TRITON_INTERPRET")
-    if not HAS_CUDA:
-        os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        mod = importlib.import_module("ssm_core.fftconv_triton")
-        if mod.INTERPRET != (not HAS_CUDA):
-            importlib.reload(mod)
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = old
-
-
-@pytest.fixture
-def gen() -> torch.Generator:
-    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
 
 
 def direct_conv(u: torch.Tensor, k: torch.Tensor, d: torch.Tensor | None, activation: str) -> torch.Tensor:

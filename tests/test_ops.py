@@ -12,7 +12,6 @@ import importlib
 import importlib.util
 import json
 import math
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -30,43 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 
-ct = vt = None  # the kernel modules, loaded by the fixture below
-
-
-def _load_kernels():
-    """Import the kernel modules; reload them if they were first imported in the other mode."""
-    global ct, vt
-    want = not HAS_CUDA  # interpreter on CPU, compiled on CUDA
-    ct = importlib.import_module("ssm_core.ops.cauchy_triton")
-    reloaded = ct.INTERPRET != want
-    if reloaded:
-        ct = importlib.reload(ct)
-    vt = importlib.import_module("ssm_core.ops.vandermonde_triton")
-    if reloaded or vt.INTERPRET != want:
-        vt = importlib.reload(vt)
-    assert ct.INTERPRET == want and vt.INTERPRET == want
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _triton_mode():
-    """CPU: TRITON_INTERPRET=1 while this module runs (the kernels are imported under it)."""
-    old = os.environ.get("TRITON_INTERPRET")
-    if not HAS_CUDA:
-        os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        _load_kernels()
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = old
-
-
-@pytest.fixture
-def gen():
-    """A fresh seed per test (printed on failure) so every run draws new inputs."""
-    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+# the kernel modules; the root conftest.py has switched on TRITON_INTERPRET=1 where there is no CUDA
+ct = importlib.import_module("ssm_core.ops.cauchy_triton")
+vt = importlib.import_module("ssm_core.ops.vandermonde_triton")
 
 
 # ---------------------------------------------------------------------------------------------- inputs
