@@ -23,7 +23,9 @@ steps, partial. Train numbers are averages over the epoch's steps in train mode.
 
 Losses: cross-entropy with accuracy in percent (classification), MSE with RMSE (regression).
 Dual-input tasks (LRA Retrieval) call ``model(x1, x2)``. A wall-clock budget (``max_minutes``,
-summed over resumed runs) stops training at the end of the step that crosses it; that partial
+summed over resumed runs) stops training at the end of the step that crosses it (the clock of each run starts
+after its first training step, which carries one-off costs: CUDA context, Triton compilation and autotuning,
+so a cell is not cut short by its start-up); that partial
 epoch is still evaluated and logged with ``"partial": true``, and a later run with a larger budget
 continues it from the checkpoint.
 """
@@ -107,7 +109,6 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
            on_step: Optional[Callable[[int, int], None]]) -> TrainResult:
     world, rank, main = info.world_size, info.rank, info.is_main
     per_rank, micro, steps_per_epoch = _batch_plan(task, cfg, world)
-    t_call = time.perf_counter()
 
     # ---- model, optimizer, schedule (every rank builds the same initial model)
     _seed_everything(cfg.seed)
@@ -154,12 +155,14 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
 
     net: nn.Module = DDP(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else model
     budget_s = cfg.max_minutes * 60 if cfg.max_minutes is not None else math.inf
+    t_clock: Optional[float] = None  # start of this call's budget clock (set after its first step)
     steps_this_call, train_seconds, save_seconds = 0, 0.0, 0.0  # this call's steps and their time
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
     def elapsed() -> float:
-        return elapsed_before + time.perf_counter() - t_call
+        # budget clock: this call's time after its first step (start-up costs excluded, see the module docstring)
+        return elapsed_before + (time.perf_counter() - t_clock if t_clock is not None else 0.0)
 
     def save(partial_entry: Optional[dict]) -> None:
         nonlocal save_seconds
@@ -210,6 +213,10 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
+            if t_clock is None:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t_clock = time.perf_counter()
             bar.update(1)
             if show and (step % 10 == 0 or step == steps_per_epoch):
                 bar.set_postfix(loss=f"{(accum[0] / accum[2]).item():.4f}", lr=f"{cfg.lr * lr_factor:.2e}")

@@ -223,6 +223,16 @@ def next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+def tuning_bucket(length: int) -> int:
+    """The autotuning key of a length (kernel argument L_BUCKET): the next power of two.
+
+    The kernels mask their tails, so every config is correct at every length; keying the tuning on the exact
+    length would re-time all configs for each new length of a variable-length batch (ListOps pads to the batch
+    maximum), which costs seconds per length.
+    """
+    return next_pow2(length)
+
+
 def flat_rows(t: Tensor, dtype: torch.dtype) -> Tensor:
     """(..., N) -> contiguous (B, N) of `dtype` (no copy when t already is one)."""
     if t.dtype != dtype:
@@ -322,9 +332,9 @@ _FWD_SPACE = [
 
 
 @triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 32, "PREFETCH": True}),
-                 key=["N", "L"], **AUTOTUNE_KW)
+                 key=["N", "L_BUCKET"], **AUTOTUNE_KW)
 @triton.jit
-def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L,
+def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L, L_BUCKET,
                        BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, PREFETCH: tl.constexpr, FAST: tl.constexpr):
     """out[b, l] for one row b and BLOCK_L nodes. Pointers are float views (..., 2) of complex data.
 
@@ -445,10 +455,10 @@ _BWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 16}), key=["N", "L"],
+@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_N": 4, "BLOCK_L": 16}), key=["N", "L_BUCKET"],
                  **AUTOTUNE_KW)
 @triton.jit
-def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, d_ptr, B, N, L, SPLITS,
+def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, d_ptr, B, N, L, L_BUCKET, SPLITS,
                        BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr, FAST: tl.constexpr):
     """grad_v, grad_w for one row b, BLOCK_N pairs, and the share s of the nodes (tiles s, s+SPLITS, ...).
 
@@ -510,7 +520,8 @@ def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
         return out
     if N == 0:
         return out.zero_()
-    _FWD_LAUNCH(lambda meta: (B * cdiv(L, meta["BLOCK_L"]),), v, w, z, out, N, L, FAST=fast_math(v.dtype))
+    _FWD_LAUNCH(lambda meta: (B * cdiv(L, meta["BLOCK_L"]),), v, w, z, out, N, L, tuning_bucket(L),
+                FAST=fast_math(v.dtype))
     return out
 
 
@@ -523,6 +534,7 @@ def _backward(v: Tensor, w: Tensor, z: Tensor, grad: Tensor) -> tuple[Tensor, Te
     splits = split_count(B * cdiv(N, 16), cdiv(L, 128), v.device)
     d = torch.empty((2, splits, B, N), dtype=v.dtype, device=v.device)  # (grad_v, grad_w) x partial sums
     _BWD_LAUNCH(lambda meta: (B * cdiv(N, meta["BLOCK_N"]) * splits,), v, w, z, contiguous(grad), d, B, N, L,
+                tuning_bucket(L),
                 splits, FAST=fast_math(v.dtype))
     if splits > 1:
         d = d.sum(1)

@@ -41,7 +41,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, Launcher, autotune_configs, cdiv, check_device,
-                            complex_dtype, contiguous, fast_math, flat_rows, launch_guard, next_pow2, split_count)
+                            complex_dtype, contiguous, fast_math, flat_rows, launch_guard, next_pow2, split_count,
+                            tuning_bucket)
 
 #: tl.dot input precision of the float32 path, forward and backward: 'ieee' (exact float32
 #: products, FMA units) or 'tf32x3' (three TF32 tensor-core passes, ~1e-6 relative error per
@@ -102,10 +103,10 @@ _FWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L"],
+@triton.autotune(configs=autotune_configs(_FWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, **AUTOTUNE_KW)
 @triton.jit
-def _vandermonde_fwd_kernel(v_ptr, x_ptr, out_ptr, N, L,
+def _vandermonde_fwd_kernel(v_ptr, x_ptr, out_ptr, N, L, L_BUCKET,
                             BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr,
                             PRECISION: tl.constexpr, FAST: tl.constexpr):
     """out[b, l0 : l0 + BLOCK_T*BLOCK_S] for one row b. v, x: float views (B, N, 2); out: (B, L)."""
@@ -144,10 +145,10 @@ _BWD_SPACE = [
 ]
 
 
-@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L"],
+@triton.autotune(configs=autotune_configs(_BWD_SPACE, {"BLOCK_T": 16, "BLOCK_S": 16}, keep_last=True), key=["N", "L_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, **AUTOTUNE_KW)
 @triton.jit
-def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, d_ptr, B, N, L, SPLITS,
+def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, d_ptr, B, N, L, L_BUCKET, SPLITS,
                             BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr,
                             PRECISION: tl.constexpr, FAST: tl.constexpr):
     """Partial grad_v, grad_x of row b over the tiles s, s+SPLITS, ... -> d[0, s, b, n], d[1, s, b, n]
@@ -230,6 +231,7 @@ def _forward_block(v: Tensor, x: Tensor, length: int) -> Tensor:
     B, N = v.shape
     out = torch.empty((B, length), dtype=_REAL_OF[v.dtype], device=v.device)
     _FWD_LAUNCH(lambda meta: (B * cdiv(length, meta["BLOCK_T"] * meta["BLOCK_S"]),), v, x, out, N, length,
+                tuning_bucket(length),
                 **_kernel_options(v.dtype, N, FWD_PRECISION))
     return out
 
@@ -240,7 +242,7 @@ def _backward_block(v: Tensor, x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]
     L = grad.shape[-1]
     splits = split_count(B, cdiv(L, 2048), v.device)
     d = torch.empty((2, splits, B, N), dtype=v.dtype, device=v.device)  # (grad_v, grad_x) x partial sums
-    _BWD_LAUNCH(lambda meta: (B * splits,), v, x, grad, d, B, N, L, splits,
+    _BWD_LAUNCH(lambda meta: (B * splits,), v, x, grad, d, B, N, L, tuning_bucket(L), splits,
                 **_kernel_options(v.dtype, N, BWD_PRECISION))
     d = d.sum(1) if splits > 1 else d.view(2, B, N)
     return d[0], d[1]
