@@ -26,7 +26,8 @@ A cell that raises torch.cuda.OutOfMemoryError is recorded as "X" in every metri
 a model that cannot run), with the error in the note, and the table goes on.
 
 Each cell trains in runs/<spec>/<tier>/<row>__<column>/ and resumes from its checkpoint, so a budget run
-can be continued by running the spec again with a larger max_minutes.
+can be continued by running the spec again with a larger max_minutes. A cell (and a task's prepared data) is
+locked while a process works on it (runners/lockfile.py): a second process waits, then resumes from it.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from torch import nn
 
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATORS, LOADERS, PREPARERS
+from ..lockfile import exclusive
 from ..registry import Cell, RunContext, RunOutput, register
 from ..spec import deep_merge
 from .config import TrainConfig
@@ -113,14 +115,15 @@ def prepare_data(col: str, task: dict, ctx: RunContext) -> Path:
     args = {k: v for k, v in prep.items() if k != "preparer"}
     root = ctx.work_dir / "data" / _slug(col)
     done = root / ".complete"
-    if not done.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}
-        PREPARERS[prep["preparer"]](root, **args, **extra)
-        done.write_text(repr(sorted(args.items())))
-    elif done.read_text() != repr(sorted(args.items())):
-        raise ValueError(f"{root} holds data prepared with other arguments ({done.read_text()}); delete it to "
-                         f"regenerate with {sorted(args.items())}")
+    with exclusive(ctx.work_dir / "data" / f".{_slug(col)}.lock", f"preparing {root}"):
+        if not done.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}
+            PREPARERS[prep["preparer"]](root, **args, **extra)
+            done.write_text(repr(sorted(args.items())))
+        elif done.read_text() != repr(sorted(args.items())):
+            raise ValueError(f"{root} holds data prepared with other arguments ({done.read_text()}); delete it to "
+                             f"regenerate with {sorted(args.items())}")
     return root
 
 
@@ -225,9 +228,10 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             evaluator = ExtraEvaluator(todo, task, train_cfg, run_dir, ctx.device) if todo else None
             model_fn = partial(build_model, arch, model_kwargs, task)
             try:
-                result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
-                               ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
-                               on_step=evaluator.on_step if evaluator else None)
+                with exclusive(ctx.work_dir / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
+                    result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
+                                   ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
+                                   on_step=evaluator.on_step if evaluator else None)
             except torch.cuda.OutOfMemoryError as exc:  # the papers' "X": the model does not fit
                 oom = " ".join(str(exc).split())[:300]
             if oom is not None:
