@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import results as results_mod
+from .expected import CHECK_KINDS
 
 VERDICTS = ("PASS", "FAIL", "IMPROVED", "NOT-RUN")
 
@@ -42,8 +44,22 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def accuracy_gap_z(a: float, b: float, n: int) -> float:
+    """|a - b| in standard errors of a difference of two accuracies (in %), each measured on n examples.
+
+    Two-proportion z statistic with the pooled proportion: s.e. = sqrt(p (1 - p) 2 / n), p = (a + b) / 200.
+    A gap between two equal extreme accuracies (both 0 or 100) is 0; any gap beside a zero s.e. is infinite.
+    """
+    p = (a + b) / 200.0
+    se = math.sqrt(max(p * (1.0 - p), 0.0) * 2.0 / n)
+    gap = abs(a - b) / 100.0
+    if se == 0.0:
+        return math.inf if gap > 0 else 0.0
+    return gap / se
+
+
 def describe(check: dict, centre: Any) -> str:
-    kind = next(k for k in check if k != "target")
+    kind = next(k for k in check if k in CHECK_KINDS)
     arg = check[kind]
     if kind == "tolerance":
         (which, tol), = arg.items()
@@ -56,7 +72,9 @@ def describe(check: dict, centre: Any) -> str:
     if kind == "ordering":
         (which, refs), = arg.items()
         sign = ">" if which == "greater_than" else "<"
-        return " and ".join(f"{sign} [{r['row']} / {r['column']}]" for r in refs)
+        text = " and ".join(f"{sign} [{r['row']} / {r['column']}]" for r in refs)
+        sig = check.get("significance")
+        return text + (f" by > {sig['z']:g} s.e. (n = {sig['n']})" if sig else "")
     return "not run"
 
 
@@ -116,6 +134,10 @@ def judge(cell: dict, tier: str, measured: dict[tuple[str, str], Any]) -> CellVe
                 missing.append(f"{ref['row']} / {ref['column']}")
             elif (value <= other) if which == "greater_than" else (value >= other):
                 fails.append(f"{ref['row']} / {ref['column']} = {other:.4g}")
+            elif "significance" in check:
+                z = accuracy_gap_z(value, other, check["significance"]["n"])
+                if z <= check["significance"]["z"]:
+                    fails.append(f"{ref['row']} / {ref['column']} = {other:.4g} (gap only {z:.2f} s.e.)")
         if missing:
             out.detail = "reference cell(s) not measured: " + ", ".join(missing)
             return out

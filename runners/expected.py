@@ -31,14 +31,25 @@ def _check_errors(where: str, check: Any, cell: dict, rows: set, columns: set) -
     if not isinstance(check, dict):
         return [f"{where}: must be a mapping with one check key, got {check!r}"]
     kinds = [k for k in check if k in CHECK_KINDS]
-    unknown = set(check) - CHECK_KINDS - {"target"}
-    errs = [f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(CHECK_KINDS)} and 'target'"] if unknown else []
+    unknown = set(check) - CHECK_KINDS - {"target", "significance"}
+    errs = ([f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(CHECK_KINDS)}, 'target' and "
+             f"'significance'"] if unknown else [])
     if len(kinds) != 1:
         return errs + [f"{where}: needs exactly one of {sorted(CHECK_KINDS)}, got {kinds}"]
     kind, arg = kinds[0], check[kinds[0]]
     if "target" in check and not (_is_number(check["target"]) or check["target"] == "X"):
         errs.append(f"{where}.target: must be a number or 'X', got {check['target']!r}")
     centre = check.get("target", cell.get("paper"))
+    if "significance" in check:
+        sig = check["significance"]
+        if kind != "ordering":
+            errs.append(f"{where}.significance: only goes with an ordering check, not {kind!r}")
+        elif not (isinstance(sig, dict) and set(sig) == {"n", "z"} and isinstance(sig["n"], int) and sig["n"] > 0
+                  and _is_number(sig["z"]) and sig["z"] > 0):
+            errs.append(f"{where}.significance: must be {{n: test examples (int > 0), z: standard errors (> 0)}}, "
+                        f"got {sig!r}")
+        elif not str(cell.get("unit", "")).startswith("%"):
+            errs.append(f"{where}.significance: compares accuracies in %, but the cell's unit is {cell.get('unit')!r}")
     if kind == "not_run":
         if not _is_text(arg):
             errs.append(f"{where}.not_run: must be a non-empty reason string")

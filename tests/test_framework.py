@@ -9,7 +9,8 @@ import yaml
 
 from runners import registry
 from runners.__main__ import main
-from runners.compare import compare, judge, latest_result, load_result
+from runners.compare import accuracy_gap_z, compare, judge, latest_result, load_result
+from runners.expected import schema_errors
 from runners.report import report_all
 from runners.run import NotRunnable, run_spec
 from runners.spec import SpecError, load_spec
@@ -149,6 +150,33 @@ def test_ordering_against_other_cells() -> None:
     assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): 2}).verdict == "FAIL"
     assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): "X"}).verdict == "PASS"  # the other ran out of memory
     assert judge(cell, "smoke", {("r", "c"): 3}).verdict == "NOT-RUN"
+
+
+def test_ordering_with_significance_needs_a_gap_beyond_the_test_noise() -> None:
+    check = {"ordering": {"greater_than": [{"row": "r", "column": "d"}]}, "significance": {"n": 1500, "z": 2}}
+    cell = {**_cell("c", None, {t: check for t in ("smoke", "budget", "full")}), "unit": "% acc"}
+    # two models at chance on 1500 examples: 50.87 vs 50.67 is 0.11 standard errors apart
+    small = judge(cell, "budget", {("r", "c"): 50.87, ("r", "d"): 50.67})
+    assert small.verdict == "FAIL" and "gap only 0.11 s.e." in small.detail
+    assert judge(cell, "budget", {("r", "c"): 60.0, ("r", "d"): 50.0}).verdict == "PASS"  # 5.5 s.e.
+    assert judge(cell, "budget", {("r", "c"): 49.0, ("r", "d"): 50.0}).verdict == "FAIL"  # wrong side
+    assert accuracy_gap_z(100.0, 100.0, 1000) == 0.0 and accuracy_gap_z(100.0, 99.3, 1000) == pytest.approx(2.6504, 1e-4)
+
+
+@pytest.mark.parametrize("check, unit, message", [
+    ({"bound": {"min": 1}, "significance": {"n": 10, "z": 2}}, "%", "only goes with an ordering"),
+    ({"ordering": {"greater_than": [{"row": "r", "column": "d"}]}, "significance": {"n": 0, "z": 2}}, "%",
+     "n: test examples"),
+    ({"ordering": {"greater_than": [{"row": "r", "column": "d"}]}, "significance": {"n": 10, "z": 2}}, "ms",
+     "compares accuracies in %"),
+])
+def test_bad_significance_is_named(check: dict, unit: str, message: str) -> None:
+    cell = {**_cell("c", None, {t: check for t in ("smoke", "budget", "full")}), "unit": unit}
+    doc = {"table": "toy", "paper": "s4", "title": "toy", "source": "nowhere", "rows": ["r"], "columns": ["c", "d"],
+           "cells": [cell, {**_cell("d", None, {t: {"not_run": "x"} for t in ("smoke", "budget", "full")}),
+                            "note": "n"}]}
+    errors = schema_errors(doc, "toy")
+    assert any(message in e and "checks.smoke.significance" in e for e in errors), errors
 
 
 def test_every_spec_has_its_make_target() -> None:

@@ -70,8 +70,9 @@ class TrainResult:
     best_val: Optional[float]  # that validation metric
     test_at_best_val: Optional[float]  # the test metric at that epoch: the number the papers report
     history: list[dict]  # one dict per evaluated epoch (see module docstring)
-    steps_per_second: Optional[float]  # optimizer steps per second of training in this call
-    peak_memory_mb: Optional[float]  # CUDA peak allocated memory (max over processes); None on CPU
+    steps_per_second: Optional[float]  # optimizer steps per second of training in this call (in the call that
+    #                                    trained, when this one resumed a finished run and trained no step)
+    peak_memory_mb: Optional[float]  # CUDA peak allocated memory (max over processes; same rule); None on CPU
     n_params: int
     monitor: str = "val_acc"
     stop_reason: str = "completed"  # or "max_minutes"
@@ -128,6 +129,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     history: list[dict] = []
     partial: Optional[dict] = None  # evaluation of an epoch cut short by max_minutes
     elapsed_before, epoch_seconds_before = 0.0, 0.0  # wall time of earlier runs (budget, epoch timing)
+    measured_before: Optional[dict] = None  # speed and memory measured by the run that saved the checkpoint
     ckpt_path = run_dir / ckpt_io.CHECKPOINT_NAME
     task_sig = _task_signature(task)
     if ckpt_path.exists():
@@ -143,6 +145,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             accum.copy_(ckpt["accum"])
         history, partial = list(ckpt["history"]), ckpt["partial"]
         elapsed_before, epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
+        measured_before = ckpt.get("measured")
         if ckpt["world_size"] == world:
             ckpt_io.set_rng_state(ckpt["rng"][rank], device)
         else:
@@ -164,9 +167,20 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         # budget clock: this call's time after its first step (start-up costs excluded, see the module docstring)
         return elapsed_before + (time.perf_counter() - t_clock if t_clock is not None else 0.0)
 
+    def measured() -> dict:
+        """Steps/s and CUDA peak memory of this call's training (collective: every rank); kept in the checkpoint,
+        so that a later call that trains no step (a finished cell resumed) reports what the training measured."""
+        if steps_this_call == 0:
+            return measured_before or {"steps_per_second": None, "peak_memory_mb": None}
+        peak = (max(dist_io.gather_objects(torch.cuda.max_memory_allocated(device) / 2**20, info))
+                if device.type == "cuda" else None)
+        return {"steps_per_second": steps_this_call / train_seconds if train_seconds > 0 else None,
+                "peak_memory_mb": peak}
+
     def save(partial_entry: Optional[dict]) -> None:
         nonlocal save_seconds
         t_save = time.perf_counter()
+        speed_memory = measured()
         rng = dist_io.gather_objects(ckpt_io.rng_state(device), info)  # collective: every rank
         sums = dist_io.all_reduce_sum(accum.clone(), info)
         if main:
@@ -178,6 +192,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
                 "history": history, "partial": partial_entry, "best": _best(history, monitor),
                 "elapsed_seconds": elapsed(), "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
+                "measured": speed_memory,
                 "rng": rng,
             }, ckpt_path)
         dist_io.barrier(info)  # no process runs ahead of the file on disk
@@ -257,15 +272,14 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 tqdm.write(_epoch_line(entry, cfg.epochs, task.task_type))
 
     # ---- summary
-    peak = None
-    if device.type == "cuda":
-        peak = max(dist_io.gather_objects(torch.cuda.max_memory_allocated(device) / 2**20, info))
+    speed_memory = measured()
     full_history = history + ([partial] if partial else [])
     best = _best(full_history, monitor)
     result = TrainResult(best_epoch=best["epoch"], best_val=best["val"], test_at_best_val=best["test"],
                          history=full_history,
-                         steps_per_second=steps_this_call / train_seconds if train_seconds > 0 else None,
-                         peak_memory_mb=peak, n_params=n_params, monitor=monitor, stop_reason=stop_reason,
+                         steps_per_second=speed_memory["steps_per_second"],
+                         peak_memory_mb=speed_memory["peak_memory_mb"], n_params=n_params, monitor=monitor,
+                         stop_reason=stop_reason,
                          world_size=world)
     if main:
         write_json_atomic(run_dir / "summary.json", {

@@ -256,7 +256,8 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 "stop_reason": result.stop_reason, "seq_len": task.seq_len}
             value = result.test_at_best_val
             mem = f", peak memory {result.peak_memory_mb:.0f} MB" if result.peak_memory_mb else ""
+            speed = (f"{result.steps_per_second:.2f} steps/s" if result.steps_per_second
+                     else "steps/s not measured")
             notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
-                         f"{result.best_epoch}; {result.n_params} parameters; "
-                         f"{(result.steps_per_second or 0):.2f} steps/s{mem}; stop: {result.stop_reason}")
+                         f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}; stop: {result.stop_reason}")
     return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes)
