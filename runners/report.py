@@ -51,8 +51,9 @@ def _details(verdicts: list[CellVerdict]) -> str:
 def _env_line(result: dict) -> str:
     env = result["environment"]
     return (f"device **{env['device_name']}**, torch {env['torch']}, triton {env['triton']}, commit "
-            f"`{env['git_commit']}`, finished {result['finished']}, wall time {result['wall_time_s']:.1f} s, "
-            f"seed {result['seed']}")
+            f"`{env['git_commit']}`" + (f" ({env['git_commit_note']}; recorded: `{env['git_commit_recorded']}`)"
+                                        if env.get("git_commit_note") else "")
+            + f", finished {result['finished']}, wall time {result['wall_time_s']:.1f} s, seed {result['seed']}")
 
 
 def report_spec(spec: Spec, out_dir: Path, results_root: Path) -> dict[str, dict[str, int] | None]:

@@ -48,15 +48,18 @@ def _json_default(obj: Any) -> Any:
 
 
 def git_commit() -> str | None:
-    """HEAD (+ "-dirty"), or $SSM_GIT_COMMIT where the tree is a copy without .git (a remote GPU machine)."""
+    """$SSM_GIT_COMMIT when set (a copy of the tree on a remote GPU machine, whose .git may be missing or stale),
+    else HEAD (+ "-dirty")."""
+    if os.environ.get("SSM_GIT_COMMIT"):
+        return os.environ["SSM_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                                text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("SSM_GIT_COMMIT")
+        return None
     if out.returncode != 0:
-        return os.environ.get("SSM_GIT_COMMIT")
+        return None
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 

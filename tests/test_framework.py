@@ -190,3 +190,12 @@ def test_every_spec_has_its_make_target() -> None:
         if make not in targets:
             missing.append(f"{path.name}: make {make}")
     assert not missing, missing
+
+
+def test_git_commit_prefers_the_commit_named_by_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU machine the tree is a copy whose .git may be stale: $SSM_GIT_COMMIT names the code that ran."""
+    from runners.results import git_commit
+    monkeypatch.setenv("SSM_GIT_COMMIT", "0123abc")
+    assert git_commit() == "0123abc"
+    monkeypatch.delenv("SSM_GIT_COMMIT")
+    assert git_commit() != "0123abc"
