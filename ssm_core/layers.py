@@ -24,7 +24,7 @@ OUTPUTS = ("glu", "linear", "none")
 class SSMLayer(nn.Module):
     """Sequence-to-sequence SSM layer. forward: (B, L, H) -> (B, L, H) ((B, H, L) if transposed).
 
-    mode: 's4' (DPLR kernel, init = HiPPO measure 'legs' | 'legt' | 'fout'), 's4d' (diagonal, init = one of
+    mode: 's4' (DPLR kernel, init = HiPPO measure 'legs' | 'legt' | 'fout', or 'legs/fout'), 's4d' (diagonal, init = one of
     ssm_core.inits.DIAGONAL_INITS), 'dss' (diagonal with DSS's choices: ZOH, Re(A) unconstrained, B frozen,
     softmax normalization; S4D Table 1). d_state is N, the size of the real state (N/2 complex modes stored).
     channels: SSM output channels per feature (mixed by the output projection). kernel_kwargs go to the kernel

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ssm_core.hippo import dplr
 from ssm_core.kernels import DiagKernel, DPLRKernel, dense_kernel
 from ssm_core.kernels.params import as_complex, real_part
 
@@ -21,7 +22,7 @@ def _diag_dense_parts(k: DiagKernel):
     return a, torch.cat([b, b.conj()], -1), torch.cat([c, c.conj()], -1), torch.exp(k.log_dt)
 
 
-@pytest.mark.parametrize("init", ["legs", "legt", "fout"])
+@pytest.mark.parametrize("init", ["legs", "legt", "fout", "legs/fout"])
 @pytest.mark.parametrize("length", [1024, 1023])
 def test_dplr_kernel_equals_dense_reference(init: str, length: int) -> None:
     torch.manual_seed(1)
@@ -29,6 +30,20 @@ def test_dplr_kernel_equals_dense_reference(init: str, length: int) -> None:
     a, b, c, dt = kern.full_state()
     ref = dense_kernel(a, b, c, dt, length)
     assert _rel(kern(length), ref) < 1e-6
+
+
+def test_mixed_measure_gives_half_the_copies_each_measure() -> None:
+    """S4-(LegS/FouT): copies 0 .. H/2-1 start from LegS's DPLR form, the others from FouT's."""
+    kern = DPLRKernel(d_model=4, d_state=16, init="legs/fout").double()
+    for copies, measure in ((slice(0, 2), "legs"), (slice(2, 4), "fout")):
+        form = dplr(measure, 16)
+        lam = torch.complex(real_part(kern.a_real, kern.real_transform), kern.a_imag)[copies]
+        assert torch.allclose(lam.imag, torch.as_tensor(form.lam.imag).expand(2, -1))
+        assert torch.allclose(as_complex(kern.p)[:, copies], torch.as_tensor(form.p)[:, None].expand(-1, 2, -1))
+    with pytest.raises(ValueError, match="divisible by 2"):
+        DPLRKernel(d_model=3, d_state=16, init="legs/fout")
+    with pytest.raises(ValueError, match="divisible by 2"):
+        DPLRKernel(d_model=4, d_state=16, init="legs/fout", tie_ab=True)
 
 
 @pytest.mark.parametrize("init", ["legs", "inv", "lin", "quad", "real"])

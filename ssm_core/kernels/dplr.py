@@ -27,8 +27,31 @@ from .graphs import run as run_graphed
 from .params import REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from, real_part, register
 
 
+#: mixed inits: measures given to consecutive equal shares of the n_ssm copies (S4D Tables 3b and 4, row
+#: S4-(LegS/FouT): half the SSMs of a layer LegS, half FouT)
+MIXED_MEASURES = {"legs/fout": ("legs", "fout")}
+INITS = MEASURES + tuple(MIXED_MEASURES)
+
+
+def _dplr_copies(init: str, d_state: int, n_ssm: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Lambda (n_ssm, N/2), P (rank, n_ssm, N/2), B (n_ssm, N/2) of ``init`` for each SSM copy."""
+    measures = MIXED_MEASURES.get(init, (init,))
+    if n_ssm % len(measures):
+        raise ValueError(f"init={init!r} splits the SSM copies between {measures}: needs a number of copies "
+                         f"divisible by {len(measures)} (d_model, without tie_ab), got {n_ssm}")
+    forms = [dplr(m, d_state) for m in measures]
+    if len({f.p.shape[0] for f in forms}) > 1:
+        raise ValueError(f"init={init!r}: the measures {measures} have low-rank terms of different ranks")
+    share = n_ssm // len(measures)
+    lam = torch.cat([torch.as_tensor(f.lam).expand(share, -1) for f in forms])  # (n_ssm, N/2)
+    p = torch.cat([torch.as_tensor(f.p)[:, None, :].expand(-1, share, -1) for f in forms], 1)  # (rank, n_ssm, N/2)
+    b = torch.cat([torch.as_tensor(f.b).expand(share, -1) for f in forms])  # (n_ssm, N/2)
+    return lam.clone(), p.clone(), b.clone()
+
+
 class DPLRKernel(nn.Module):
-    """S4 kernel for HiPPO measures 'legs', 'legt', 'fout' (S4D Table 3b rows S4-LegS, S4-LegT, S4-FouT).
+    """S4 kernel for HiPPO measures 'legs', 'legt', 'fout' (S4D Table 3b rows S4-LegS, S4-LegT, S4-FouT), or
+    'legs/fout': half the SSM copies LegS, half FouT (row S4-(LegS/FouT)).
 
     Parameters: log_dt (H,), Lambda as (real param, imag) (n_ssm, N/2), P (rank, n_ssm, N/2),
     B (n_ssm, N/2), C~ (channels, H, N/2) for the length in buffer ``l_kernel`` (0: set at the first call).
@@ -39,17 +62,14 @@ class DPLRKernel(nn.Module):
                  tie_ab: bool = False, dt_min: float = 1e-3, dt_max: float = 1e-1, lr: float | None = 1e-3,
                  l_max: int | None = None, backend: str | None = None):
         super().__init__()
-        check_choice("init", init, MEASURES)
+        check_choice("init", init, INITS)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
         self.h, self.n, self.channels, self.backend = d_model, d_state, channels, backend
-        form = dplr(init, d_state)
         n_ssm = 1 if tie_ab else d_model
-        lam = torch.as_tensor(form.lam).expand(n_ssm, -1).clone()  # (n_ssm, N/2)
+        lam, p, b = _dplr_copies(init, d_state, n_ssm)  # (n_ssm, N/2), (rank, n_ssm, N/2), (n_ssm, N/2)
         if self.real_transform != "none" and (lam.real >= 0).any():
             # LegT / FouT normal parts have Re(Lambda) = 0: keep a tiny negative real part representable by exp/relu
             lam = torch.complex(lam.real.clamp(max=-1e-4), lam.imag)
-        p = torch.as_tensor(form.p)[:, None, :].expand(-1, n_ssm, -1).clone()  # (rank, n_ssm, N/2)
-        b = torch.as_tensor(form.b).expand(n_ssm, -1).clone()  # (n_ssm, N/2)
         c = torch.randn(channels, d_model, d_state // 2, 2, dtype=torch.float64) * (0.5 ** 0.5)
         register(self, "log_dt", init_log_dt(d_model, dt_min, dt_max), True, lr)
         register(self, "a_real", real_param_from(lam.real, self.real_transform), trainable_a, lr)
