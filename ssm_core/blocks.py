@@ -12,6 +12,15 @@ NORMS = ("batch", "layer")
 POOLS = ("mean", "last", "none")
 
 
+def pool_sequence(h: Tensor, pool: str) -> Tensor:
+    """(B, L, D) -> (B, D): mean over positions or the last position; 'none' keeps (B, L, D)."""
+    if pool == "mean":
+        return h.mean(dim=1)
+    if pool == "last":
+        return h[:, -1]
+    return h
+
+
 class _BatchNormOverLength(nn.BatchNorm1d):
     """BatchNorm over features of (B, L, H) inputs (statistics over batch and length)."""
 
@@ -79,12 +88,7 @@ class SequenceModel(nn.Module):
         h = self.encoder(x)  # (B, L, H)
         for block in self.blocks:
             h = block(h, rate=rate)
-        h = self.final_norm(h)
-        if self.pool == "mean":
-            return h.mean(dim=1)
-        if self.pool == "last":
-            return h[:, -1]
-        return h
+        return pool_sequence(self.final_norm(h), self.pool)
 
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
         return self.decoder(self.features(x, rate=rate))

@@ -21,18 +21,16 @@ and as the same formulas in torch elsewhere; choose with ``impl`` or the environ
 """
 from __future__ import annotations
 
-import os
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .ops.backend import BackendUnavailable, triton_problem
+from .ops.backend import resolve_backend
 
 FUSED_ACTIVATIONS = ("identity", "gelu", "relu", "silu", "tanh")
 LAYOUTS = ("bchl", "blch")
-IMPLS = ("auto", "torch", "triton")
 IMPL_ENV_VAR = "SSM_FFTCONV"
 
 
@@ -45,19 +43,8 @@ def bidirectional_kernel(k: Tensor) -> Tensor:
 
 
 def resolve_impl(impl: str | None, device: torch.device) -> str:
-    """'torch' or 'triton' for the passes around the FFTs; raises if 'triton' cannot run on ``device``."""
-    source = "argument impl"
-    if impl is None:
-        impl, source = os.environ.get(IMPL_ENV_VAR, "auto"), f"environment variable {IMPL_ENV_VAR}"
-    if impl not in IMPLS:
-        raise ValueError(f"{source}={impl!r} is not allowed; choose one of: {', '.join(IMPLS)}")
-    if impl == "auto":
-        return "triton" if device.type == "cuda" and triton_problem(device) is None else "torch"
-    if impl == "triton":
-        problem = triton_problem(device)
-        if problem:
-            raise BackendUnavailable(f"fft_conv: impl 'triton' was requested ({source}) but {problem}")
-    return impl
+    """'torch' or 'triton' for the passes around the FFTs (the backend rule, with SSM_FFTCONV)."""
+    return resolve_backend(impl, device, env_var=IMPL_ENV_VAR, what="fft_conv impl")
 
 
 # -- the passes in torch (CPU, and the reference for the Triton ones) ----------------------------------------------

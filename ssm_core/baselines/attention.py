@@ -22,9 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..blocks import POOLS, pool_sequence
+
 ATTENTIONS = ("softmax", "performer", "linear")
 IMPLS = ("materialized", "sdpa")
-POOLS = ("mean", "last", "none")  # as ssm_core.blocks.SequenceModel
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -268,12 +269,7 @@ class TransformerModel(nn.Module):
         h = self.embedding(x) + sinusoidal_positions(pos, self.d_model).to(self.embedding.weight.dtype)
         for block in self.blocks:
             h = block(h)  # (B, L, D)
-        h = self.final_norm(h)
-        if self.pool == "mean":
-            return h.mean(dim=1)
-        if self.pool == "last":
-            return h[:, -1]
-        return h
+        return pool_sequence(self.final_norm(h), self.pool)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.decoder(self.features(x))

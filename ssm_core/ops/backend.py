@@ -38,23 +38,28 @@ def triton_problem(device: torch.device) -> str | None:
     return f"Triton kernels support CUDA tensors (or CPU under TRITON_INTERPRET=1), not device type '{device.type}'"
 
 
-def resolve_backend(backend: str | None, device: torch.device) -> str:
-    """Return 'torch' or 'triton' for tensors on ``device``; raise if the choice cannot run."""
-    source = "argument backend"
+def resolve_backend(backend: str | None, device: torch.device, *, env_var: str = ENV_VAR,
+                    what: str = "backend") -> str:
+    """Return 'torch' or 'triton' for tensors on ``device``; raise if the choice cannot run.
+
+    ``backend`` None reads ``env_var`` (default 'auto'). Also the choice of the FFT convolution's passes
+    (``what`` = 'fft_conv impl', ``env_var`` = SSM_FFTCONV): one rule for every Triton path.
+    """
+    source = f"argument {what}"
     if backend is None:
-        backend, source = os.environ.get(ENV_VAR, "auto"), f"environment variable {ENV_VAR}"
+        backend, source = os.environ.get(env_var, "auto"), f"environment variable {env_var}"
     if backend not in BACKENDS:
-        raise ValueError(f"{source}={backend!r} is not a backend; allowed: {', '.join(BACKENDS)}")
+        raise ValueError(f"{source}={backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     if backend == "auto":
         if device.type != "cuda":
             return "torch"
         problem = triton_problem(device)
         if problem:
             raise BackendUnavailable(
-                f"backend 'auto' uses Triton on CUDA, but {problem}; install triton or set {ENV_VAR}=torch")
+                f"{what} 'auto' uses Triton on CUDA, but {problem}; install triton or set {env_var}=torch")
         return "triton"
     if backend == "triton":
         problem = triton_problem(device)
         if problem:
-            raise BackendUnavailable(f"backend 'triton' was requested ({source}) but {problem}")
+            raise BackendUnavailable(f"{what} 'triton' was requested ({source}) but {problem}")
     return backend
