@@ -14,8 +14,8 @@ H200 (shared/DESIGN.md) and the targets of issue 3 beside ours.
     python benchmarks/bench_kernels.py                      # on a GPU
     python benchmarks/bench_kernels.py --quick --out-dir D  # toy sizes on the CPU (TRITON_INTERPRET=1), all into D
 
-Sections are functions in SECTIONS (name -> fn(cfg, device) -> list of records); the
-whole-layer section (S4 / S4D layer forward+backward) is to be added there.
+Sections are functions in SECTIONS (name -> fn(cfg, device) -> list of records). The whole
+S4 / S4D layers are timed by benchmarks/bench_layers.py (`make bench-layers`).
 """
 from __future__ import annotations
 
@@ -314,6 +314,51 @@ def host_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]
     return records
 
 
+class _Floor2(torch.autograd.Function):
+    """A custom autograd Function with the products' inputs (v, w) and one tiny op each way: the least that any
+    autograd op with two complex inputs costs the host per forward+backward."""
+
+    @staticmethod
+    def forward(ctx, v, w):
+        return v * 2.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0, g * 2.0
+
+
+def autograd_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
+    """At the sizes of the targets: do_bench of forward+backward through autograd (what the table reports), of the
+    same forward and backward kernels launched directly (no autograd), and of the floor, a custom autograd
+    Function with the same inputs around one tiny op. Separates what the kernels cost from what autograd costs."""
+    from ssm_core.ops import cauchy_triton as ct
+    from ssm_core.ops import vandermonde_triton as vt
+
+    records = []
+    targets = [(op, b, n, length) for (op, b, n, length) in TARGETS]
+    if cfg.quick:
+        targets = [(op, 2, 5, 37) for op in OPS]
+    for op, batch, n, length in targets:
+        v, w, z, g = make_inputs(op, batch, n, length, device, cfg.seed + 4)
+        vg, wg = v.clone().requires_grad_(), w.clone().requires_grad_()
+        fn = product(op, "triton", length)
+        if op == "cauchy":
+            direct = lambda: (ct._forward(v, w, z), ct._backward(v, w, z, g))  # noqa: E731
+        else:
+            direct = lambda: (vt._forward(v, w, length), vt._backward(v, w, g))  # noqa: E731
+        gf = torch.randn(batch, n, dtype=v.dtype, device=device)
+        cases = {"autograd": lambda: torch.autograd.grad(fn(vg, wg, z), [vg, wg], g),
+                 "direct": direct,
+                 "floor": lambda: torch.autograd.grad(_Floor2.apply(vg, wg), [vg, wg], gf)}
+        rec: dict[str, Any] = {"op": op, "batch": batch, "n_half": n, "length": length}
+        for name, case in cases.items():
+            rec[f"{name}_ms"] = round(median_ms(case, device), 4)
+        records.append(rec)
+        print(f"autograd {op} B={batch} N/2={n} L={length}: " + ", ".join(f"{k} {rec[k + '_ms']} ms" for k in cases),
+              flush=True)
+    return records
+
+
 def precision_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
     """Vandermonde forward with tl.dot in 'ieee' vs 'tf32x3' precision: time and error (--variants)."""
     from ssm_core.ops import vandermonde_triton as vt
@@ -345,6 +390,7 @@ def precision_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, 
 #: The whole layers (S4 and S4D forward+backward) are measured by benchmarks/bench_layers.py.
 SECTIONS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "host": host_section,
+    "autograd": autograd_section,
     "accuracy": accuracy_section,
     "kernels": kernel_section,
 }
@@ -443,6 +489,19 @@ def markdown_table(record: dict[str, Any]) -> str:
     lines += ["", "Target: within 1e-4 at L = 16384. Inputs: S4D-Lin poles dt (-1/2 + i pi n), dt log-uniform "
               "in [1e-3, 1e-1]; S4's bilinear nodes on the roots of unity; v and the incoming gradient standard "
               "normal.", ""]
+    if record.get("autograd"):
+        lines += ["## What autograd costs at the target sizes", "",
+                  "do_bench medians (ms) of one forward+backward: through autograd (as in the tables above), the "
+                  "same forward and backward kernels launched directly (no autograd), and the floor: a custom "
+                  "autograd Function with the same two complex inputs around one tiny op (no kernel of ours). "
+                  "A target below the floor cannot be met by any op called through autograd on this machine.", ""]
+        lines.append(tabulate([[OP_TITLE[r["op"]], r["batch"], r["n_half"], r["length"], r["autograd_ms"],
+                                r["direct_ms"], r["floor_ms"], TARGETS.get((r["op"], r["batch"], r["n_half"],
+                                                                             r["length"]), ("-",))[0]]
+                               for r in record["autograd"]],
+                              headers=["op", "batch", "N/2", "L", "autograd ms", "direct ms", "floor ms",
+                                       "target ms"], tablefmt="github"))
+        lines.append("")
     if record.get("host"):
         lines += ["## Host time per call", "",
                   "Wall time per call at B = 8, N/2 = 32, L = 64 (GPU work negligible), best of 5 rounds of 300 calls "

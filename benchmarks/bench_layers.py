@@ -39,6 +39,7 @@ if str(REPO) not in sys.path:
 
 from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
+from ssm_core.kernels.graphs import enabled as graphs_enabled  # noqa: E402
 from runners.benchmark.common import host_seconds  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
 
@@ -107,7 +108,7 @@ def unfused_before(layer: SSMLayer, x: torch.Tensor) -> torch.Tensor:
 
 def bench_step(name: str, step: Callable[[], None], grads: list[torch.Tensor], device: torch.device) -> dict:
     """Median ms and peak MiB of one step. The first two steps are not measured (compile / autotune / FFT plans;
-    with SSM_KERNEL_GRAPHS=1 the kernel generation's CUDA graphs are captured on the second); the memory kept
+    with graph replay on, the kernel generation's CUDA graphs are captured on the second); the memory kept
     between steps (those graphs) is added to the peak (``graph_mib``), so the peak counts everything the step needs
     beyond parameters and data."""
     for t in grads:
@@ -411,7 +412,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         # where the file is committed (results/bench-layers/), whatever --out-dir it was first written to
         "results_file": str(path) if args.quick else f"results/bench-layers/{path.name}",
         "config": {"d_state": D_STATE, "activation": "gelu", "dtype": "float32", "quick": args.quick,
-                   "kernel_graphs": os.environ.get("SSM_KERNEL_GRAPHS", "0") == "1"},
+                   "kernel_graphs_default": graphs_enabled() and device.type == "cuda"},
         "official_h200": {"|".join(map(str, k)): v for k, v in OFFICIAL_H200.items()},
         "targets_ms": {"|".join(map(str, k)): v for k, v in TARGET_MS.items()},
         "copy_bandwidth_gbs": copy_bandwidth_gbs(device), "launch_overhead_us": launch_overhead_us(device),

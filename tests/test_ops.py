@@ -367,7 +367,10 @@ def test_bench_kernels_quick(tmp_path):
     assert ops == {("cauchy", "triton"), ("cauchy", "torch"), ("vandermonde", "triton"), ("vandermonde", "torch")}
     assert all(r["fwd_ms"] is not None or r["skipped"] for r in record["kernels"])
     assert all(e["rel_err_out"] < 1e-4 for e in record["accuracy"])
-    assert "Cauchy" in Path(paths["table"]).read_text()
+    assert {r["op"] for r in record["autograd"]} == {"cauchy", "vandermonde"}
+    assert all(r[k] > 0 for r in record["autograd"] for k in ("autograd_ms", "direct_ms", "floor_ms"))
+    table = Path(paths["table"]).read_text()
+    assert "Cauchy" in table and "What autograd costs" in table
 
 
 # ---------------------------------------------------------------------------------------------- GPU sizes (issue 3)
@@ -523,7 +526,7 @@ def test_s4_woodbury_backward_matches_autograd(channels, nyquist, gen):
 @needs_cuda
 @pytest.mark.parametrize("mode", ["s4d", "s4"])
 def test_kernel_graph_replay_matches_eager(mode, monkeypatch, gen):
-    """CUDA-graph replay of the kernel generation (ssm_core/kernels/graphs.py, opt-in with SSM_KERNEL_GRAPHS=1): the
+    """CUDA-graph replay of the kernel generation (ssm_core/kernels/graphs.py, on unless SSM_KERNEL_GRAPHS=0): the
     same kernel and gradients as eager autograd, across in-place parameter updates, with earlier outputs (and their
     autograd graphs) still alive during the capture; results held across calls are not overwritten; gradients
     accumulate; the no-grad path too."""
@@ -569,3 +572,15 @@ def test_kernel_graph_replay_matches_eager(mode, monkeypatch, gen):
         plain = [kern(length) for _ in range(3)]  # eager, capture (forward only), replay
     expected = kern(length).detach()
     assert all(_rel(k, expected) < 1e-6 for k in plain)
+
+
+@pytest.mark.parametrize("value", ["yes", "", "2"])
+def test_kernel_graphs_env_var_is_checked(value, monkeypatch):
+    """SSM_KERNEL_GRAPHS takes '0' or '1'; anything else is an error naming the variable, on any device."""
+    from ssm_core.kernels import DiagKernel
+
+    monkeypatch.setenv("SSM_KERNEL_GRAPHS", value)
+    with pytest.raises(ValueError, match="SSM_KERNEL_GRAPHS"):
+        DiagKernel(4, 8, backend="torch")(16)
+    monkeypatch.setenv("SSM_KERNEL_GRAPHS", "0")
+    assert DiagKernel(4, 8, backend="torch")(16).shape == (1, 4, 16)

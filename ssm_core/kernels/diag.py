@@ -192,8 +192,8 @@ class DiagKernel(nn.Module):
     def forward(self, length: int, rate: float = 1.0) -> Tensor:
         """-> K: (channels, H, length) real (S4D eq. 7: K = 2 Re sum_n (C o dB)_n dA_n^l).
 
-        With SSM_KERNEL_GRAPHS=1, on a GPU, replayed from a CUDA graph after the first call with these arguments
-        (:mod:`.graphs`)."""
+        On a GPU, replayed from a CUDA graph after the first call with these arguments (:mod:`.graphs`;
+        SSM_KERNEL_GRAPHS=0 turns it off)."""
         length, rate = int(length), float(rate)
         cache = self.__dict__.get("_kernel_graphs")
         if cache is None:

@@ -155,8 +155,8 @@ class DPLRKernel(nn.Module):
         k_ij(z) = sum_n dt L_i,n R_j,n / (z - dt Lambda_n) for L = (C~, P^*), R = (B, P): one Cauchy product over all
         (i, j, feature) rows, dt folded into its numerators; then the Woodbury identity per frequency (rank 1: by
         :class:`_Woodbury1`, whose backward is written out), times 2 / (1 + omega), and the inverse real FFT.
-        The training path (C~ the parameter itself, rank 1) is replayed from a CUDA graph on a GPU with
-        SSM_KERNEL_GRAPHS=1 (:mod:`.graphs`).
+        The training path (C~ the parameter itself, rank 1) is replayed from a CUDA graph on a GPU
+        (:mod:`.graphs`; SSM_KERNEL_GRAPHS=0 turns it off).
         """
         params = [self.log_dt, self.a_real, self.a_imag, self.p, self.b]
         if c._base is self.c and self.p.shape[0] == 1:
