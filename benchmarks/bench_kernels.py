@@ -334,6 +334,7 @@ def autograd_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, A
     from ssm_core.ops import cauchy_triton as ct
     from ssm_core.ops import vandermonde_triton as vt
 
+    warm_up_gpu(device)
     records = []
     targets = [(op, b, n, length) for (op, b, n, length) in TARGETS]
     if cfg.quick:

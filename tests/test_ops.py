@@ -524,7 +524,7 @@ def test_s4_woodbury_backward_matches_autograd(channels, nyquist, gen):
 
 
 @needs_cuda
-@pytest.mark.parametrize("mode", ["s4d", "s4"])
+@pytest.mark.parametrize("mode", ["s4d", "s4", "s4-fout", "s4-legs/fout"])
 def test_kernel_graph_replay_matches_eager(mode, monkeypatch, gen):
     """CUDA-graph replay of the kernel generation (ssm_core/kernels/graphs.py, on unless SSM_KERNEL_GRAPHS=0): the
     same kernel and gradients as eager autograd, across in-place parameter updates, with earlier outputs (and their
@@ -533,7 +533,8 @@ def test_kernel_graph_replay_matches_eager(mode, monkeypatch, gen):
     from ssm_core.kernels import DiagKernel, DPLRKernel
 
     torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
-    kern = (DiagKernel if mode == "s4d" else DPLRKernel)(8, 16, channels=2).cuda()
+    init = mode.partition("-")[2] or "legs"
+    kern = (DiagKernel(8, 16, channels=2) if mode == "s4d" else DPLRKernel(8, 16, channels=2, init=init)).cuda()
     params = [p for p in kern.parameters() if p.requires_grad]
     length = 300
     held = []
