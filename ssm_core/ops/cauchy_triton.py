@@ -321,6 +321,8 @@ def _fwd_terms(acc_re, acc_im, vr, vi, wr, wi, offs_n, N, zrk, zik, zik2, kappa,
 
 _FWD_SPACE = [
     ({"BLOCK_N": 2, "BLOCK_L": 1024, "PREFETCH": True}, 4),
+    ({"BLOCK_N": 1, "BLOCK_L": 1024, "PREFETCH": True}, 4),  # the fastest on an H200 at L = 4096, 16384 (N/2 = 32)
+    ({"BLOCK_N": 1, "BLOCK_L": 2048, "PREFETCH": True}, 8),
     ({"BLOCK_N": 4, "BLOCK_L": 512, "PREFETCH": True}, 4),
     ({"BLOCK_N": 2, "BLOCK_L": 512, "PREFETCH": True}, 4),
     ({"BLOCK_N": 2, "BLOCK_L": 1024, "PREFETCH": True}, 8),
@@ -447,6 +449,7 @@ def _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, l0, L, wr, wi,
 
 _BWD_SPACE = [
     ({"BLOCK_N": 8, "BLOCK_L": 128}, 4),
+    ({"BLOCK_N": 8, "BLOCK_L": 64}, 2),
     ({"BLOCK_N": 16, "BLOCK_L": 128}, 4),
     ({"BLOCK_N": 16, "BLOCK_L": 256}, 8),
     ({"BLOCK_N": 16, "BLOCK_L": 64}, 2),
