@@ -277,15 +277,17 @@ def _max_row_rel(a: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 class _Floor(torch.autograd.Function):
-    """The least an autograd op can cost: one tiny op forward, one backward (the host-time floor of a wrapper)."""
+    """The least an autograd op can cost the host: a custom Function with the given inputs around one tiny op
+    forward and one per input backward (no kernel of ours)."""
 
     @staticmethod
-    def forward(ctx, v):
-        return v * 2
+    def forward(ctx, first, *rest):
+        ctx.n_inputs = 1 + len(rest)
+        return first * 2.0
 
     @staticmethod
     def backward(ctx, g):
-        return g * 2
+        return tuple(g * 2.0 for _ in range(ctx.n_inputs))
 
 
 def host_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
@@ -314,19 +316,6 @@ def host_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]
     return records
 
 
-class _Floor2(torch.autograd.Function):
-    """A custom autograd Function with the products' inputs (v, w) and one tiny op each way: the least that any
-    autograd op with two complex inputs costs the host per forward+backward."""
-
-    @staticmethod
-    def forward(ctx, v, w):
-        return v * 2.0
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2.0, g * 2.0
-
-
 def autograd_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
     """At the sizes of the targets: do_bench of forward+backward through autograd (what the table reports), of the
     same forward and backward kernels launched directly (no autograd), and of the floor, a custom autograd
@@ -350,7 +339,7 @@ def autograd_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, A
         gf = torch.randn(batch, n, dtype=v.dtype, device=device)
         cases = {"autograd": lambda: torch.autograd.grad(fn(vg, wg, z), [vg, wg], g),
                  "direct": direct,
-                 "floor": lambda: torch.autograd.grad(_Floor2.apply(vg, wg), [vg, wg], gf)}
+                 "floor": lambda: torch.autograd.grad(_Floor.apply(vg, wg), [vg, wg], gf)}
         rec: dict[str, Any] = {"op": op, "batch": batch, "n_half": n, "length": length}
         for name, case in cases.items():
             rec[f"{name}_ms"] = round(median_ms(case, device), 4)

@@ -7,13 +7,14 @@ replayed, the forward is one graph launch and one copy, the backward one copy in
 out. The ops are the eager ones (:func:`run`'s ``fn``), captured as they are: there is no second implementation.
 
 Measured (NVIDIA H200, torch 2.11, tables/bench-layers.md): host time of one forward+backward of the kernel
-generation 1.15 -> 0.20 ms (S4D) and 2.0 -> 0.40 ms (S4) at H = 256, N = 64; the whole layer at H = 256, B = 32,
-L = 4096 2.07 -> 1.59 ms (S4D) and 3.29 -> 1.84 ms (S4). Checked on that GPU: tests/test_ops.py::
-test_kernel_graph_replay_matches_eager (kernel and gradients equal eager autograd across in-place updates, with
-earlier outputs alive, accumulation, no-grad), and 24 training steps of two-layer S4 / S4D / DSS / bidirectional
-models (AdamW, several lengths, evaluation in between) whose losses equal the eager run's (relative difference
-<= 1.2e-7). Captures go through detached aliases of the parameters (same storage, fresh autograd leaves): a
-capture through the parameters themselves fails while an earlier autograd graph through them is alive.
+generation 1.0-1.1 -> 0.2-0.27 ms (S4D) and 2.4-3.0 -> 0.27-0.36 ms (S4) at H = 256, N = 64; the layer at H = 256, B = 32,
+L = 4096 2.1-2.5 -> 1.6-1.7 ms (S4D) and 3.4-3.9 -> 1.85 ms (S4). Checked on that GPU:
+tests/test_ops.py::test_kernel_graph_replay_matches_eager (kernel and gradients equal eager autograd across in-place
+updates, with earlier outputs alive, accumulation, no-grad; LegS, FouT, LegS/FouT and S4D),
+tests/test_layers.py::test_training_with_kernel_graphs_matches_eager (24 AdamW steps of two-layer S4 / S4D / DSS /
+bidirectional models, several lengths, evaluation in between: the eager run's losses), and under DDP on two GPUs
+(tests/test_train.py). Captures go through detached aliases of the parameters (same storage, fresh autograd
+leaves): a capture through the parameters themselves fails while an earlier autograd graph through them is alive.
 
 Semantics kept: every call returns fresh tensors (the graph's static output and gradients are copied out), so
 results held across calls are never overwritten; the parameters are read where they live, so in-place optimizer
