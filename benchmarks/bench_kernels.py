@@ -319,7 +319,7 @@ def host_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]
 def autograd_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, Any]]:
     """At the sizes of the targets: do_bench of forward+backward through autograd (what the table reports), of the
     same forward and backward kernels launched directly (no autograd), and of the floor, a custom autograd
-    Function with the same inputs around one tiny op. Separates what the kernels cost from what autograd costs."""
+    Function with the same inputs around tiny ops. Separates what the kernels cost from what autograd costs."""
     from ssm_core.ops import cauchy_triton as ct
     from ssm_core.ops import vandermonde_triton as vt
 
@@ -483,7 +483,7 @@ def markdown_table(record: dict[str, Any]) -> str:
         lines += ["## What autograd costs at the target sizes", "",
                   "do_bench medians (ms) of one forward+backward: through autograd (as in the tables above), the "
                   "same forward and backward kernels launched directly (no autograd), and the floor: a custom "
-                  "autograd Function with the same two complex inputs around one tiny op (no kernel of ours). "
+                  "autograd Function with the same two complex inputs around tiny ops (no kernel of ours). "
                   "A target below the floor cannot be met by any op called through autograd on this machine.", ""]
         lines.append(tabulate([[OP_TITLE[r["op"]], r["batch"], r["n_half"], r["length"], r["autograd_ms"],
                                 r["direct_ms"], r["floor_ms"], TARGETS.get((r["op"], r["batch"], r["n_half"],

@@ -7,8 +7,8 @@ replayed, the forward is one graph launch and one copy, the backward one copy in
 out. The ops are the eager ones (:func:`run`'s ``fn``), captured as they are: there is no second implementation.
 
 Measured (NVIDIA H200, torch 2.11, tables/bench-layers.md): host time of one forward+backward of the kernel
-generation 1.0-1.1 -> 0.2-0.27 ms (S4D) and 2.4-3.0 -> 0.27-0.36 ms (S4) at H = 256, N = 64; the layer at H = 256, B = 32,
-L = 4096 2.1-2.5 -> 1.6-1.7 ms (S4D) and 3.4-3.9 -> 1.85 ms (S4). Checked on that GPU:
+generation 1.0-1.1 -> 0.20-0.27 ms (S4D) and 2.4-3.0 -> 0.27-0.36 ms (S4) at H = 256, N = 64; the layer at
+H = 256, B = 32, L = 4096 2.1-2.5 -> 1.6-1.7 ms (S4D) and 3.4-3.9 -> 1.85 ms (S4). Checked on that GPU:
 tests/test_ops.py::test_kernel_graph_replay_matches_eager (kernel and gradients equal eager autograd across in-place
 updates, with earlier outputs alive, accumulation, no-grad; LegS, FouT, LegS/FouT and S4D),
 tests/test_layers.py::test_training_with_kernel_graphs_matches_eager (24 AdamW steps of two-layer S4 / S4D / DSS /
@@ -22,7 +22,7 @@ updates are seen; gradients flow to the parameters through a custom autograd Fun
 DDP work as usual). The backward uses the intermediates of the latest forward replay of the same key, which equal
 those of the call being differentiated unless the parameters were changed in place in between (which eager
 autograd would reject). Not differentiable twice. Memory: each captured key keeps its graph's intermediates
-(a few MiB per layer at H = 256, L = 4096; at most CAPACITY keys per module).
+(8 MiB per layer at H = 256, L = 4096, 64 MiB at H = 512, L = 16384; at most CAPACITY keys per module).
 
 Off: with SSM_KERNEL_GRAPHS=0; on the CPU; while a CUDA graph is being captured by the caller; and for a key
 seen for the first time (that call runs eagerly, so that Triton compiles / autotunes and the FFT plans exist
