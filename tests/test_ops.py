@@ -246,6 +246,27 @@ def test_repeated_calls_reuse_compiled_kernels(gen):
         assert ct._FWD_LAUNCH.cache and vt._BWD_LAUNCH.cache
 
 
+@pytest.mark.parametrize("op", ["cauchy", "vandermonde"])
+def test_triton_backward_with_create_graph_is_first_order_only(op, gen):
+    """create_graph=True gives the same first-order gradients; differentiating them again is an error, not a
+    silent zero (the kernels' backward is not differentiable: ssm_core/ops/cauchy_triton.first_order_backward)."""
+    if op == "cauchy":
+        v, z, w = (t.to(torch.complex64).to(DEVICE) for t in cauchy_inputs("s4", (2,), 5, 26, gen))
+        fn = lambda a, b: ct.cauchy_triton(a, z, b)  # noqa: E731
+        g = _cn((2, 26), gen, torch.complex64).to(DEVICE)
+    else:
+        v, w = (t.to(torch.complex64).to(DEVICE) for t in vandermonde_inputs("s4d", (2,), 5, gen))
+        fn = lambda a, b: vt.log_vandermonde_triton(a, b, 26)  # noqa: E731
+        g = torch.randn(2, 26, generator=gen).to(DEVICE)
+    v, w, g = v.requires_grad_(), w.requires_grad_(), g.requires_grad_()  # g too: a double-backward setting
+    plain = torch.autograd.grad(fn(v, w), [v, w], g)
+    graphed = torch.autograd.grad(fn(v, w), [v, w], g, create_graph=True)
+    for a, b in zip(graphed, plain):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        graphed[0].abs().sum().backward()
+
+
 def test_cauchy_triton_promotes_real_inputs_and_keeps_gradients(gen):
     v = torch.randn(2, 5, generator=gen).to(DEVICE).requires_grad_()        # float32 -> complex64
     w = _cn((2, 5), gen, torch.complex64).to(DEVICE)

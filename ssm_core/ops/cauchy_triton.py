@@ -249,6 +249,19 @@ def contiguous(t: Tensor) -> Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
 
+def first_order_backward(grads_fn):
+    """A Function.backward from ``grads_fn(ctx, *grad_outputs)``: called directly in the usual case (grad mode is off
+    inside backward), and through torch's once_differentiable under create_graph=True, so that differentiating the
+    result again is an error rather than a silent zero. (once_differentiable on every call would cost the host a
+    no_grad context per backward.)"""
+    once = once_differentiable(grads_fn)
+
+    def backward(ctx, *grad_outputs):
+        return once(ctx, *grad_outputs) if torch.is_grad_enabled() else grads_fn(ctx, *grad_outputs)
+
+    return staticmethod(backward)
+
+
 def launch_guard(device: torch.device):
     """Triton launches on the current CUDA device; make it the tensors' device."""
     if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
@@ -555,14 +568,7 @@ class _CauchyFunction(torch.autograd.Function):
         with launch_guard(v.device):
             return _forward(v, w, z)
 
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        if torch.is_grad_enabled():  # create_graph=True: this backward is not differentiable (error if tried)
-            return _CauchyFunction._backward_once(ctx, grad)
-        return _CauchyFunction._backward_plain(ctx, grad)
-
-    @staticmethod
-    def _backward_plain(ctx, grad: Tensor):
+    def _grads(ctx, grad: Tensor):
         need_v, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if not (need_v or need_w):
             return None, None, None
@@ -571,7 +577,8 @@ class _CauchyFunction(torch.autograd.Function):
             dv, dw = _backward(v, w, z, grad)
         return (dv if need_v else None), (dw if need_w else None), None
 
-    _backward_once = staticmethod(once_differentiable(_backward_plain.__func__))
+    backward = first_order_backward(_grads)
+    del _grads
 
 
 def _plain(t: Tensor) -> bool:

@@ -38,11 +38,10 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, Launcher, autotune_configs, cdiv, check_device,
-                            complex_dtype, contiguous, fast_math, flat_rows, launch_guard, next_pow2, split_count,
-                            tuning_bucket)
+                            complex_dtype, contiguous, fast_math, first_order_backward, flat_rows, launch_guard,
+                            next_pow2, split_count, tuning_bucket)
 
 #: tl.dot input precision of the float32 path, forward and backward: 'ieee' (exact float32
 #: products, FMA units) or 'tf32x3' (three TF32 tensor-core passes, ~1e-6 relative error per
@@ -281,14 +280,7 @@ class _LogVandermondeFunction(torch.autograd.Function):
         with launch_guard(v.device):
             return _forward(v, x, length)
 
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        if torch.is_grad_enabled():  # create_graph=True: this backward is not differentiable (error if tried)
-            return _LogVandermondeFunction._backward_once(ctx, grad)
-        return _LogVandermondeFunction._backward_plain(ctx, grad)
-
-    @staticmethod
-    def _backward_plain(ctx, grad: Tensor):
+    def _grads(ctx, grad: Tensor):
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if not (need_v or need_x):
             return None, None, None
@@ -297,7 +289,8 @@ class _LogVandermondeFunction(torch.autograd.Function):
             dv, dx = _backward(v, x, grad)
         return (dv if need_v else None), (dx if need_x else None), None
 
-    _backward_once = staticmethod(once_differentiable(_backward_plain.__func__))
+    backward = first_order_backward(_grads)
+    del _grads
 
 
 def _plain(t: Tensor) -> bool:
