@@ -153,7 +153,8 @@ def test_training_with_kernel_graphs_matches_eager(mode, kwargs, monkeypatch):
     autograd, to 1e-6 relative (measured on an H200: identical for S4D, DSS and bidirectional S4D, <= 1.2e-7 for S4,
     which is what a one-ulp change of one parameter does to an eager run). Not FouT-initialized S4: its training
     amplifies one-ulp differences (an eager run with D changed by one ulp drifts from the unchanged one by more than
-    the graph run does), so its graph replay is compared by gradients (tests/test_ops.py)."""
+    the graph run does), so its graph replay is compared by gradients (tests/test_ops.py). Measurements:
+    results/diagnostics/graphs_train_check_20261126T0928.log."""
     graphed, captured = _train_losses(mode, True, monkeypatch, **kwargs)
     eager, _ = _train_losses(mode, False, monkeypatch, **kwargs)
     assert captured > 0
