@@ -5,31 +5,15 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .atomic import write_text_atomic  # noqa: F401 (re-exported: reports and benchmarks write through it)
+
 RESULTS_DIR = Path(os.environ.get("SSM_RESULTS_DIR", "results"))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and os.replace: a reader never
-    sees a half-written file, and a crash leaves the old one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results and reports are meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

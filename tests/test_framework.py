@@ -199,3 +199,22 @@ def test_git_commit_prefers_the_commit_named_by_the_run(monkeypatch: pytest.Monk
     assert git_commit() == "0123abc"
     monkeypatch.delenv("SSM_GIT_COMMIT")
     assert git_commit() != "0123abc"
+
+
+def test_atomic_writes_replace_whole_files_and_leave_nothing_on_failure(tmp_path):
+    """runners.atomic: the target is replaced only by a complete file; a failed write keeps the old one and leaves
+    no temp file; new files get the usual mode (not mkstemp's 0600)."""
+    import os
+
+    from runners.atomic import atomic_path, write_bytes_atomic, write_text_atomic
+
+    target = tmp_path / "sub" / "f.txt"
+    write_text_atomic(target, "old\n")
+    assert target.read_text() == "old\n" and os.stat(target).st_mode & 0o044 == 0o044 & ~os.umask(os.umask(0))
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_path(target, fsync=True) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("boom")
+    assert target.read_text() == "old\n" and sorted(p.name for p in target.parent.iterdir()) == ["f.txt"]
+    write_bytes_atomic(target, b"new")
+    assert target.read_bytes() == b"new" and sorted(p.name for p in target.parent.iterdir()) == ["f.txt"]

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
+
+from runners.atomic import atomic_path
 
 CACHE_DIRNAME = "_cache"
 CACHE_VERSION = 1
@@ -44,15 +44,8 @@ def cached(root: Path, name: str, params: dict, build: Callable[[], dict], enabl
     obj = build()
     if enabled:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.close(fd)
-            try:
+            with atomic_path(path) as tmp:
                 torch.save(obj, tmp)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
         except OSError as exc:
             warnings.warn(f"could not write cache file {path}: {exc}")
     return obj

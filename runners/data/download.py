@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import shutil
 import sys
 import tarfile
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 
+from runners.atomic import atomic_path
 from runners.data.base import data_root
 
 # ----------------------------------------------------------------------------------------------
@@ -157,22 +156,16 @@ def _fetch(res: Resource, root: Path, log: Callable[[str], None]) -> None:
     target = root / res.target
     target.mkdir(parents=True, exist_ok=True)
     log(f"downloading {res.url}")
-    fd, tmp = tempfile.mkstemp(dir=target, prefix=f".{res.filename}.", suffix=".part")
-    os.close(fd)
-    try:
+    dest = target / res.filename
+    with atomic_path(dest, suffix=".part") as tmp:
         with urllib.request.urlopen(res.url) as response, open(tmp, "wb") as out:  # noqa: S310
             shutil.copyfileobj(response, out, length=1 << 20)
         if res.checksum is not None:
             algo, want = res.checksum
-            got = _file_digest(Path(tmp), algo)
+            got = _file_digest(tmp, algo)
             if got != want:
                 raise RuntimeError(f"{res.url}: {algo} checksum {got} does not match the published {want}; "
                                    f"the download is corrupt or the archive changed. Nothing was kept.")
-        dest = target / res.filename
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     if res.extract:
         log(f"extracting {dest.name} into {target}")
         with tarfile.open(dest, "r:*") as tar:

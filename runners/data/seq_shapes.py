@@ -22,15 +22,15 @@ On-disk layout written by :func:`generate_seq_shapes` (and read by :func:`load_s
 """
 from __future__ import annotations
 
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from ..atomic import write_bytes_atomic, write_text_atomic
 from .base import DatasetError, TaskData
 
 DIRNAME = "seq_shapes"
@@ -97,15 +97,9 @@ def make_split(n: int, size: int, min_len: int, max_len: int, noise: float, dist
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def generate_seq_shapes(root: Path, n_train: int = 12000, n_val: int = 1000, n_test: int = 1000, size: int = 32,
@@ -135,10 +129,7 @@ def generate_seq_shapes(root: Path, n_train: int = 12000, n_val: int = 1000, n_t
         _save_npz(folder / f"{split}.npz", images=images, labels=labels)
     meta = {"size": size, "min_len": min_len, "max_len": max_len, "gap": gap, "noise": noise, "distractors": distractors,
             "seed": seed, "classes": list(CLASSES), "n": {"train": n_train, "val": n_val, "test": n_test}}
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".meta.", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(meta, fh, indent=1)
-    os.replace(tmp, folder / "meta.json")
+    write_text_atomic(folder / "meta.json", json.dumps(meta, indent=1))
     return folder
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from runners.atomic import write_bytes_atomic
+
 POSITIVE = ("great", "lovely", "superb", "moving", "brilliant")
 NEGATIVE = ("awful", "boring", "dull", "clumsy", "terrible")
 FILLER = ("the", "film", "plot", "actor", "scene", "music", "story", "camera", "and", "with", "a", "was")
@@ -67,31 +69,14 @@ def write_cifar_standin(root: Path, n_per_batch: int = 40, seed: int = 0) -> Pat
             pattern = 128 + 100 * np.sin(2 * np.pi * (lab + 1) * rows / 32) * np.ones((1, 32, 3))
             images[j] = np.clip(pattern + rng.normal(0, 30, (32, 32, 3)), 0, 255).astype(np.uint8)
         data = images.transpose(0, 3, 1, 2).reshape(n_per_batch, 3072)  # CIFAR stores R, G, B planes
-        with open(folder / name, "wb") as fh:
-            pickle.dump({b"batch_label": name.encode(), b"labels": labels.tolist(), b"data": data,
-                         b"filenames": [f"{name}_{j}.png".encode() for j in range(n_per_batch)]}, fh, protocol=2)
+        write_bytes_atomic(folder / name, pickle.dumps(
+            {b"batch_label": name.encode(), b"labels": labels.tolist(), b"data": data,
+             b"filenames": [f"{name}_{j}.png".encode() for j in range(n_per_batch)]}, protocol=2))
     return folder
 
 
 # ----------------------------------------------------------------------------------------------
 # Speech Commands, MNIST and BIDMC stand-ins (S4 Tables 5 and 6; S4D Tables 4 and 11).
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and os.replace."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _wav_bytes(samples: np.ndarray, rate: int = 16000) -> bytes:
@@ -147,12 +132,12 @@ def write_speech_commands_standin(root: Path, n_train: int = 2, n_val: int = 1, 
             x = rng.uniform(0.3, 0.6) * np.sin(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi))
             x = x + noise * rng.standard_normal(n)
             rel = f"{word}/{int(rng.integers(0, 2**32)):08x}_nohash_{k}.wav"
-            _write_atomic(folder / rel, _wav_bytes(np.clip(x * 32767, -32768, 32767).astype(np.int16)))
+            write_bytes_atomic(folder / rel, _wav_bytes(np.clip(x * 32767, -32768, 32767).astype(np.int16)))
             (val_list if k < n_val else test_list if k < n_val + n_test else []).append(rel)
-    _write_atomic(folder / "_background_noise_" / "white_noise.wav",
+    write_bytes_atomic(folder / "_background_noise_" / "white_noise.wav",
                   _wav_bytes((rng.standard_normal(32000) * 1000).astype(np.int16)))
-    _write_atomic(folder / "validation_list.txt", ("\n".join(val_list) + "\n").encode())
-    _write_atomic(folder / "testing_list.txt", ("\n".join(test_list) + "\n").encode())
+    write_bytes_atomic(folder / "validation_list.txt", ("\n".join(val_list) + "\n").encode())
+    write_bytes_atomic(folder / "testing_list.txt", ("\n".join(test_list) + "\n").encode())
     return folder
 
 
@@ -183,9 +168,9 @@ def write_mnist_standin(root: Path, n_train: int = 200, n_test: int = 50, seed: 
     folder = Path(root) / MNIST_DIR
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         labels = rng.integers(0, 10, size=n).astype(np.uint8)
-        _write_atomic(folder / f"{prefix}-images-idx3-ubyte.gz",
+        write_bytes_atomic(folder / f"{prefix}-images-idx3-ubyte.gz",
                       gzip.compress(_idx_bytes(mnist_standin_images(labels, rng))))
-        _write_atomic(folder / f"{prefix}-labels-idx1-ubyte.gz", gzip.compress(_idx_bytes(labels)))
+        write_bytes_atomic(folder / f"{prefix}-labels-idx1-ubyte.gz", gzip.compress(_idx_bytes(labels)))
     return folder
 
 
@@ -226,5 +211,5 @@ def write_bidmc_standin(root: Path, n_train: int = 40, n_test: int = 16, length:
                   f"@equalLength true\n@seriesLength {length}\n@targetLabel true\n@data\n")
         for part, (lines, targets) in parts.items():
             body = "".join(f"{line}:{y:.4f}\n" for line, y in zip(lines, targets[target]))
-            _write_atomic(Path(root) / BIDMC_DIR / problem / f"{problem}_{part}.ts", (header + body).encode())
+            write_bytes_atomic(Path(root) / BIDMC_DIR / problem / f"{problem}_{part}.ts", (header + body).encode())
     return Path(root) / BIDMC_DIR

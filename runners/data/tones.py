@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -26,6 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from ..atomic import write_bytes_atomic
 from .base import DatasetError, TaskData, data_root
 
 TONES_DIR = "tones"
@@ -69,16 +68,7 @@ def write_tones(root: Path, n_train: int = 2000, n_val: int = 200, n_test: int =
     buf = io.BytesIO()
     np.savez(buf, params=np.array(json.dumps(params)), **arrays)
     folder = Path(root) / TONES_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{TONES_FILE}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buf.getvalue())
-        os.replace(tmp, folder / TONES_FILE)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_bytes_atomic(folder / TONES_FILE, buf.getvalue())
     return folder
 
 

@@ -6,15 +6,15 @@ CUDA generators as uint8 tensors, numpy's Mersenne Twister as an int64 tensor, P
 """
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from ..atomic import atomic_path
 
 FORMAT = 1
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -26,25 +26,8 @@ class CheckpointMismatch(ValueError):
 
 def save_atomic(obj: dict[str, Any], path: Path) -> None:
     """torch.save to a temporary file in the same directory, fsync, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    with atomic_path(path, fsync=True) as tmp:
+        torch.save(obj, tmp)
 
 
 def load(path: Path) -> dict[str, Any]:

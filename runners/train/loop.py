@@ -36,7 +36,6 @@ import json
 import math
 import os
 import random
-import tempfile
 import time
 import warnings
 from contextlib import nullcontext
@@ -52,6 +51,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
+from runners.atomic import atomic_path
 from runners.data.base import TaskData
 from runners.results import write_json_atomic
 from ssm_core.optim import build_optimizer
@@ -443,15 +443,5 @@ def _append_jsonl(path: Path, entry: dict) -> None:
 
 def _rewrite_jsonl(path: Path, entries: list[dict]) -> None:
     """Make metrics.jsonl agree with the checkpoint's history (atomically) when a run starts."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.writelines(json.dumps(e) + "\n" for e in entries)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~ckpt_io._umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, fsync=True) as tmp:
+        tmp.write_text("".join(json.dumps(e) + "\n" for e in entries))

@@ -27,7 +27,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS as OPERATORS, LISTOPS_SPLIT_FILES as SPLIT_FILES
-from runners.data.lra.layout import write_text_atomic
+from runners.atomic import write_text_atomic
 
 VALUE_P = 0.25  # probability that a node above max_depth is an operator (LRA)
 CHUNK = 250

@@ -42,8 +42,6 @@ is written last, atomically: a rerun skips batches whose metadata exists (resuma
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -52,7 +50,8 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY, write_text_atomic
+from runners.atomic import atomic_path, write_text_atomic
+from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY
 
 MAX_PAIR_ATTEMPTS = 2000  # restarts of the two targets before giving up
 MAX_DEAD_ENDS = 30  # dead ends tolerated while growing the two targets before a restart
@@ -347,14 +346,8 @@ def metadata_line(batch: int, i: int, label: int, p: PathfinderParams, margin: i
 
 
 def _save_png(path: Path, image: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         Image.fromarray(image, mode="L").save(tmp, format="PNG")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def make_batch(job: tuple) -> int:
