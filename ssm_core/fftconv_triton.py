@@ -16,12 +16,10 @@ p + B2 (f odd) and stores the floats contiguously. In-tile offsets are int32, ti
 float64 both work (float64 for the tests). Launches go through the cached launcher of
 :mod:`ssm_core.ops.cauchy_triton` (no Triton dispatch on repeat calls).
 
-Measured (NVIDIA H200, B=32, H=256, L=4096, C=1; copy bandwidth 4252 GB/s): unpack 85 us (l-contiguous output)
-and 91 us (h-contiguous), ~3 TB/s; pack 139 / 120 us, pack with act' 182 / 151 us (2.9-3.5 TB/s). The earlier
-passes (one float per lane, two masked accesses) took 299 us (unpack) and 189 / 259 us (pack); a pack that
-loaded both rows as tiles and stored tl.join of them ran at 105-110 us without act' but 210-250 us with it and
-135-250 us from h-contiguous input, so the gather form is kept. The spectral passes run near the copy
-bandwidth (spectral_bwd 213 us for 768 MiB).
+The pack / unpack passes gather (one row of a pair per lane); a form that loads both rows as tiles and stores
+tl.join of them was tried on an H200 and dropped (its timings were not kept). The spectral
+passes run near the copy bandwidth (spectral_bwd 213 us for 768 MiB: results/bench-layers/
+20261126T060727_gpu_profile.txt).
 """
 from __future__ import annotations
 

@@ -334,7 +334,8 @@ def _fwd_terms(acc_re, acc_im, vr, vi, wr, wi, offs_n, N, zrk, zik, zik2, kappa,
 
 _FWD_SPACE = [
     ({"BLOCK_N": 2, "BLOCK_L": 1024, "PREFETCH": True}, 4),
-    ({"BLOCK_N": 1, "BLOCK_L": 1024, "PREFETCH": True}, 4),  # the fastest on an H200 at L = 4096, 16384 (N/2 = 32)
+    # fastest on an H200 at L = 4096 and 16384, N/2 = 32 (results/diagnostics/cauchy_probe_20261126T0921.log):
+    ({"BLOCK_N": 1, "BLOCK_L": 1024, "PREFETCH": True}, 4),
     ({"BLOCK_N": 1, "BLOCK_L": 2048, "PREFETCH": True}, 8),
     ({"BLOCK_N": 4, "BLOCK_L": 512, "PREFETCH": True}, 4),
     ({"BLOCK_N": 2, "BLOCK_L": 512, "PREFETCH": True}, 4),
