@@ -101,7 +101,7 @@ def test_out_of_memory_cell_is_X_in_every_metric_and_the_table_goes_on(tmp_path,
         return real_build(arch, kwargs, task)
 
     monkeypatch.setattr(table, "build_model", build)
-    monkeypatch.setattr(table, "_free_cuda", lambda: freed.append(True))
+    monkeypatch.setattr(table, "free_memory", lambda device: freed.append(True))
     out = run_train_table(toy_config(ALL_METRICS), ctx(tmp_path))
     cells = cells_by_key(out)
     assert len(cells) == 3 * 4 and built and built[0].calls == 1 and freed == [True]

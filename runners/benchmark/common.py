@@ -194,14 +194,12 @@ def host_seconds(fn: Callable[[], Any], device: torch.device, n: int) -> float:
     (a CPU smoke run). In seconds."""
     for _ in range(3 if n > 1 else 1):
         fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     best = float("inf")
     for _ in range(5 if n > 1 else 1):
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
         best = min(best, (time.perf_counter() - t0) / n)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(device)
     return best

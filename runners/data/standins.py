@@ -98,6 +98,7 @@ def speech_tone_frequencies(f_min: float = 200.0, f_max: float = 3000.0) -> dict
     ten SC10 words spread evenly over the range (so SC10 classes are far apart too). f_max < 4000 Hz keeps every
     tone below the Nyquist frequency of the 8 kHz (0.5x) test."""
     from .download import SC10_WORDS, SPEECH_COMMANDS_WORDS
+    from .tones import class_frequencies
 
     n = len(SPEECH_COMMANDS_WORDS)
     sc10_ranks = [round(j * (n - 1) / (len(SC10_WORDS) - 1)) for j in range(len(SC10_WORDS))]
@@ -106,7 +107,8 @@ def speech_tone_frequencies(f_min: float = 200.0, f_max: float = 3000.0) -> dict
     for word in SPEECH_COMMANDS_WORDS:
         if word not in rank:
             rank[word] = next(free)
-    return {w: f_min * (f_max / f_min) ** (rank[w] / (n - 1)) for w in SPEECH_COMMANDS_WORDS}
+    freqs = class_frequencies(n, f_min, f_max)
+    return {w: float(freqs[rank[w]]) for w in SPEECH_COMMANDS_WORDS}
 
 
 def write_speech_commands_standin(root: Path, n_train: int = 2, n_val: int = 1, n_test: int = 1,

@@ -17,10 +17,10 @@ Options of the ``train.table`` runner (see runners/train/table.py) implemented h
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 from ..registry import Cell
+from .loop import best_validation
 
 COLUMN_METRICS = ("best_val", "first_val", "test", "n_params")
 
@@ -57,13 +57,6 @@ def runs_task(row_cfg: dict, task: str) -> bool:
     return task in row_cfg.get("tasks", [task])
 
 
-def _best(history: list[dict], regression: bool) -> Optional[float]:
-    vals = [h["val_metric"] for h in history if h.get("val_metric") is not None and not math.isnan(h["val_metric"])]
-    if not vals:
-        return None
-    return min(vals) if regression else max(vals)
-
-
 def picked_cells(row: str, picks: dict[str, str], regression: bool, result: Any = None,
                  fill: Any = None, note: Optional[str] = None) -> list[Cell]:
     """The cells of ``tasks.<task>.columns`` for one row from its TrainResult (or all ``fill``, e.g. "X")."""
@@ -75,7 +68,7 @@ def picked_cells(row: str, picks: dict[str, str], regression: bool, result: Any 
             continue
         history = result.history
         if metric == "best_val":
-            value = _best(history, regression)
+            value = best_validation(history, "val_rmse" if regression else "val_acc")["val"]
             why = f"best validation {'RMSE' if regression else 'accuracy'} over {len(history)} epoch(s)"
         elif metric == "first_val":
             first = history[0] if history else None

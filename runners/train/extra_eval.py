@@ -32,7 +32,7 @@ from ..data.base import TaskData
 from ..results import write_json_atomic
 from . import distributed as dist_io
 from .config import TrainConfig
-from .loop import TrainResult, _batch_plan, evaluate
+from .loop import TrainResult, _batch_plan, autocast_dtype, evaluate
 
 EXTRA_KEYS = ("column", "loader_args", "rate")
 FILE_NAME = "extra_eval.json"
@@ -107,10 +107,10 @@ class ExtraEvaluator:
                                  f"vocab_size, dual) = {same}, the trained task {want}")
         self.evals, self.cfg, self.device = evals, cfg, torch.device(device)
         self.path = Path(run_dir) / FILE_NAME
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+        self.amp_dtype = autocast_dtype(cfg)
         self.model: Optional[nn.Module] = None
-        info, _ = dist_io.setup(self.device)
-        self.steps_per_epoch = _batch_plan(task, cfg, info.world_size)[2]
+        self.info, self.eval_device = dist_io.setup(self.device)  # as train() will find them
+        self.steps_per_epoch = _batch_plan(task, cfg, self.info.world_size)[2]
         self.signature = [ev.signature() for ev, _ in evals]
         self.by_epoch: dict[str, dict[str, float]] = {}
         if self.path.exists():  # a resumed run: keep the epochs evaluated before, if made by the same evals
@@ -126,11 +126,10 @@ class ExtraEvaluator:
         return build
 
     def _evaluate_all(self) -> dict[str, float]:
-        info, device = dist_io.setup(self.device)
         out = {}
         for ev, extra in self.evals:
             net = self.model if ev.rate == 1.0 else AtRate(self.model, ev.rate)
-            _, metric = evaluate(net, extra.test, extra, self.cfg, device, info, self.amp_dtype)
+            _, metric = evaluate(net, extra.test, extra, self.cfg, self.eval_device, self.info, self.amp_dtype)
             out[ev.column] = metric
         return out
 
@@ -138,7 +137,7 @@ class ExtraEvaluator:
         """train()'s hook: after the last step of an epoch the weights are those the loop evaluates next."""
         if step == self.steps_per_epoch:
             self.by_epoch[str(epoch + 1)] = self._evaluate_all()
-            if dist_io.setup(self.device)[0].is_main:
+            if self.info.is_main:
                 write_json_atomic(self.path, {"evals": self.signature, "epochs": self.by_epoch})
 
     def results(self, result: TrainResult) -> dict[str, tuple[Optional[float], str]]:

@@ -121,7 +121,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     LRSchedule.init_groups(optimizer)
     schedule = LRSchedule(cfg, steps_per_epoch, monitor)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+    amp_dtype = autocast_dtype(cfg)
 
     # ---- state, fresh or from the checkpoint
     epoch, step, global_step = 0, 0, 0  # epochs finished, steps done in the current epoch, steps done
@@ -190,7 +190,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "schedule": schedule.state_dict(), "scaler": scaler.state_dict(),
                 "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
-                "history": history, "partial": partial_entry, "best": _best(history, monitor),
+                "history": history, "partial": partial_entry, "best": best_validation(history, monitor),
                 "elapsed_seconds": elapsed(), "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
                 "measured": speed_memory,
                 "rng": rng,
@@ -274,7 +274,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     # ---- summary
     speed_memory = measured()
     full_history = history + ([partial] if partial else [])
-    best = _best(full_history, monitor)
+    best = best_validation(full_history, monitor)
     result = TrainResult(best_epoch=best["epoch"], best_val=best["val"], test_at_best_val=best["test"],
                          history=full_history,
                          steps_per_second=speed_memory["steps_per_second"],
@@ -411,7 +411,12 @@ def _task_signature(task: TaskData) -> dict[str, Any]:
             "n_train": len(task.train), "n_val": len(task.val), "n_test": len(task.test), "dual": task.dual}
 
 
-def _best(history: list[dict], monitor: str) -> dict[str, Any]:
+def autocast_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
+    """The autocast dtype of ``cfg.amp`` (None: full precision)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+
+
+def best_validation(history: list[dict], monitor: str) -> dict[str, Any]:
     """Epoch, monitored validation value and test metric of the best validation epoch (first of ties)."""
     key = "val_loss" if monitor == "val_loss" else "val_metric"
     sign = 1.0 if monitor_mode(monitor) == "max" else -1.0

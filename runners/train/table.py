@@ -31,7 +31,6 @@ locked while a process works on it (runners/lockfile.py): a second process waits
 """
 from __future__ import annotations
 
-import gc
 import re
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,6 +40,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..benchmark.common import free_memory
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATORS, LOADERS, PREPARERS
 from ..lockfile import exclusive
@@ -97,10 +97,14 @@ class TrainTableConfig:
                                                                 and pair[1] not in extra_columns):
                 raise ValueError(f"skip[{i}]: {pair!r} is not a [row, column] of this config")
         # every cell's TrainConfig must be valid before anything trains
-        for row, m in self.models.items():
-            for col, t in self.tasks.items():
-                TrainConfig.from_dict(deep_merge(deep_merge(self.train, t.get("train", {})), m.get("train", {})),
-                                      where=f"train config of cell ({row}, {col})")
+        for row in self.models:
+            for col in self.tasks:
+                TrainConfig.from_dict(self.cell_train(row, col), where=f"train config of cell ({row}, {col})")
+
+    def cell_train(self, row: str, col: str) -> dict:
+        """The train settings of one cell: the table's, then the task's, then the row's (later ones win)."""
+        return deep_merge(deep_merge(self.train, self.tasks[col].get("train", {})),
+                          self.models[row].get("train", {}))
 
 
 def _slug(text: str) -> str:
@@ -180,13 +184,6 @@ def metric_cells(row: str, col: str, metrics: list[str], task: TaskData, result:
     return cells
 
 
-def _free_cuda() -> None:
-    """Give back what a cell that ran out of memory left cached (its tensors died with its frames)."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 @register("train.table", config=TrainTableConfig, kind="train")
 def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
     cells, series, notes = [], {}, []
@@ -219,9 +216,9 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             arch = row_cfg["arch"]
             model_kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}),
                                                    task_cfg.get("model", {}).get(arch, {})), row_cfg.get("model", {}))
-            train_cfg = TrainConfig.from_dict(deep_merge(deep_merge(cfg.train, task_cfg.get("train", {})),
-                                                          row_cfg.get("train", {})))
-            train_cfg.seed = ctx.seed if "seed" not in {**cfg.train, **row_cfg.get("train", {})} else train_cfg.seed
+            train_dict = cfg.cell_train(row, col)
+            train_dict.setdefault("seed", ctx.seed)  # the run's seed unless the spec gives the cell one
+            train_cfg = TrainConfig.from_dict(train_dict)
             run_dir = ctx.work_dir / f"{_slug(row)}__{_slug(col)}"
             oom = None
             todo = [(ev, t) for ev, t in extra_tasks if (row, ev.column) not in skip]
@@ -235,7 +232,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             except torch.cuda.OutOfMemoryError as exc:  # the papers' "X": the model does not fit
                 oom = " ".join(str(exc).split())[:300]
             if oom is not None:
-                _free_cuda()
+                free_memory(ctx.device)  # what the cell that ran out of memory left cached
                 cells += (picked_cells(row, picks, task.task_type == "regression", fill="X",
                                        note=f"CUDA out of memory: {oom}") if picks
                           else metric_cells(row, col, cfg.metrics, task, oom=oom))
