@@ -106,7 +106,7 @@ def unfused_before(layer: SSMLayer, x: torch.Tensor) -> torch.Tensor:
     return F.gelu(y[..., :length] + x * layer.d[0][:, None])
 
 
-def bench_step(name: str, step: Callable[[], None], grads: list[torch.Tensor], device: torch.device) -> dict:
+def bench_step(step: Callable[[], None], grads: list[torch.Tensor], device: torch.device) -> dict:
     """Median ms and peak MiB of one step. The first two steps are not measured (compile / autotune / FFT plans;
     with graph replay on, the kernel generation's CUDA graphs are captured on the second); the memory kept
     between steps (those graphs) is added to the peak (``graph_mib``), so the peak counts everything the step needs
@@ -183,7 +183,7 @@ def _layer_row(mode: str, backend: str, output: str, h: int, b: int, length: int
         def step() -> None:
             fwd().backward(g)
 
-        row.update(bench_step(variant, step, grads, device))
+        row.update(bench_step(step, grads, device))
         if row["target_ms"] is not None:
             row["meets_target"] = bool(row["ms"] <= row["target_ms"] and row["peak_mib"] is not None
                                        and row["peak_mib"] <= row["official_mib"])

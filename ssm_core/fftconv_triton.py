@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .ops.cauchy_triton import Launcher
+from .ops.cauchy_triton import Launcher, cdiv
 
 #: (BLOCK_H, BLOCK_L) tiles of the pack / unpack passes when the real side is contiguous along l, and along h
 TILE_L_MAJOR, TILE_H_MAJOR = (8, 256), (32, 64)
@@ -188,10 +188,6 @@ def _tile(s_h: int, s_l: int) -> tuple[int, int]:
     return TILE_H_MAJOR if s_h == 1 and s_l != 1 else TILE_L_MAJOR
 
 
-def _real(t: Tensor) -> Tensor:
-    return t if t.is_contiguous() else t.contiguous()
-
-
 def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activation: str = "identity") -> Tensor:
     """x (B, C, H, L) real, any strides -> (B2, C, H, n) complex [* act'(y), y (B2, C, H, n) complex]."""
     bsz, c, h, length = x.shape
@@ -199,8 +195,8 @@ def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activa
     out = torch.empty(b2, c, h, n, dtype=cdtype, device=x.device)
     s_b, s_c, s_h, s_l = x.stride()
     bh, bl = _tile(s_h, s_l)
-    _PACK(lambda meta: (-(-n // bl), -(-h // bh), b2 * c), x, _real(y) if y is not None else x, out, bsz, b2, c, h,
-          length, n, s_b, s_c, s_h, s_l, HAS_Y=y is not None, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
+    _PACK(lambda meta: (cdiv(n, bl), cdiv(h, bh), b2 * c), x, y.contiguous() if y is not None else x, out, bsz, b2,
+          c, h, length, n, s_b, s_c, s_h, s_l, HAS_Y=y is not None, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
     return out
 
 
@@ -210,7 +206,7 @@ def unpack(y: Tensor, out: Tensor, activation: str = "identity") -> Tensor:
     b2, n = y.shape[0], y.shape[-1]
     s_b, s_c, s_h, s_l = out.stride()
     bh, bl = _tile(s_h, s_l)
-    _UNPACK(lambda meta: (-(-length // bl), -(-h // bh), b2 * c), _real(y), out, bsz, b2, c, h, length, n,
+    _UNPACK(lambda meta: (cdiv(length, bl), cdiv(h, bh), b2 * c), y.contiguous(), out, bsz, b2, c, h, length, n,
             s_b, s_c, s_h, s_l, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
     return out
 
@@ -220,15 +216,16 @@ def spectral_fwd(w: Tensor, kf: Tensor) -> Tensor:
     b2, h, n = w.shape
     c = kf.shape[0]
     out = torch.empty(b2, c, h, n, dtype=w.dtype, device=w.device)
-    _SPECTRAL_FWD(lambda meta: (-(-n // BLOCK_F), h), _real(w), _real(kf), out, b2, c, h, n, BLOCK_F=BLOCK_F)
+    _SPECTRAL_FWD(lambda meta: (cdiv(n, BLOCK_F), h), w.contiguous(), kf.contiguous(), out, b2, c, h, n,
+                  BLOCK_F=BLOCK_F)
     return out
 
 
 def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool) -> tuple[Tensor | None, Tensor | None]:
     """gf (B2, C, H, n) (overwritten), w (B2, H, n), kf (C, H, n) complex -> (sum_c gf conj(kf), sum_b gf conj(w))."""
     b2, c, h, n = gf.shape
-    gf = _real(gf)
+    gf = gf.contiguous()
     s = torch.empty(kf.shape, dtype=kf.dtype, device=kf.device) if need_k else None
-    _SPECTRAL_BWD(lambda meta: (-(-n // BLOCK_F), h), gf, _real(w), _real(kf), s if need_k else gf, b2, c, h, n,
-                  NEED_U=need_u, NEED_K=need_k, BLOCK_F=BLOCK_F)
+    _SPECTRAL_BWD(lambda meta: (cdiv(n, BLOCK_F), h), gf, w.contiguous(), kf.contiguous(), s if need_k else gf, b2,
+                  c, h, n, NEED_U=need_u, NEED_K=need_k, BLOCK_F=BLOCK_F)
     return (gf[:, 0] if need_u else None), s

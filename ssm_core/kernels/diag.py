@@ -7,7 +7,7 @@ from torch.autograd.function import once_differentiable
 
 from ..inits import diagonal_init
 from ..ops import log_vandermonde
-from .graphs import GraphCache
+from .graphs import cache_of
 from .graphs import run as run_graphed
 from .params import (DISCRETIZATIONS, REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from,
                      real_part, register)
@@ -65,7 +65,7 @@ class _Coefficients(torch.autograd.Function):
             v = v0 * fac
         else:
             v = v0
-        ctx.save_for_backward(log_dt, a_real, a, b_c, c_c, dt, q, aux, db, v0, fac)
+        ctx.save_for_backward(a_real, a, b_c, c_c, dt, q, aux, db, v0 if softmax else None, fac)
         ctx.conf = (discretization, real_transform, length, nc, h, half)
         x = log_da if nc == 1 else log_da.repeat(nc, 1)
         return v.view(nc * h, half), x
@@ -73,7 +73,7 @@ class _Coefficients(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, gv, gx):
-        log_dt, a_real, a, b_c, c_c, dt, q, aux, db, v0, fac = ctx.saved_tensors
+        a_real, a, b_c, c_c, dt, q, aux, db, v0, fac = ctx.saved_tensors  # v0, fac: softmax only (else None)
         discretization, real_transform, length, nc, h, half = ctx.conf
         need_log_dt, need_ar, need_ai, need_b, need_c = ctx.needs_input_grad[:5]
         # G = conj(grad): then every factor below is the plain (holomorphic) derivative. One channel: (H, N/2)
@@ -195,10 +195,7 @@ class DiagKernel(nn.Module):
         On a GPU, replayed from a CUDA graph after the first call with these arguments (:mod:`.graphs`;
         SSM_KERNEL_GRAPHS=0 turns it off)."""
         length, rate = int(length), float(rate)
-        cache = self.__dict__.get("_kernel_graphs")
-        if cache is None:
-            cache = self._kernel_graphs = GraphCache()
-        return run_graphed(cache, (length, rate, self.backend), lambda *t: self._kernel(length, rate, *t),
+        return run_graphed(cache_of(self), (length, rate, self.backend), lambda *t: self._kernel(length, rate, *t),
                            [self.log_dt, self.a_real, self.a_imag, self.b, self.c])
 
     def _kernel(self, length: int, rate: float, log_dt: Tensor, a_real: Tensor, a_imag: Tensor, b: Tensor,

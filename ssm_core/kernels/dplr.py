@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from ..hippo import MEASURES, dplr
 from ..ops import cauchy
-from .graphs import GraphCache
+from .graphs import cache_of
 from .graphs import run as run_graphed
 from .params import REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from, real_part, register
 
@@ -160,10 +160,7 @@ class DPLRKernel(nn.Module):
         """
         params = [self.log_dt, self.a_real, self.a_imag, self.p, self.b]
         if c._base is self.c and self.p.shape[0] == 1:
-            cache = self.__dict__.get("_kernel_graphs")
-            if cache is None:
-                cache = self._kernel_graphs = GraphCache()
-            return run_graphed(cache, (length, float(rate), self.backend),
+            return run_graphed(cache_of(self), (length, float(rate), self.backend),
                                lambda *t: self._kernel_eager(length, as_complex(t[-1]), rate, *t[:-1]),
                                [*params, self.c])
         return self._kernel_eager(length, c, rate, *params)

@@ -79,11 +79,16 @@ class GraphCache:
     def __setstate__(self, state: dict) -> None:
         self.entries = OrderedDict()
 
-    def clear(self) -> None:
-        self.entries.clear()
-
     def __len__(self) -> int:
         return sum(isinstance(e, _Entry) for e in self.entries.values())
+
+
+def cache_of(module: torch.nn.Module) -> GraphCache:
+    """The module's GraphCache, made on first use (kept out of the module's state: not a parameter or buffer)."""
+    cache = module.__dict__.get("_kernel_graphs")
+    if cache is None:
+        cache = module.__dict__["_kernel_graphs"] = GraphCache()
+    return cache
 
 
 def run(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[Tensor]) -> Tensor:

@@ -134,7 +134,7 @@ def min_programs(device: torch.device) -> int:
 
 def split_count(rows: int, max_splits: int, device: torch.device) -> int:
     """How many programs share one row's reduction over L so that the grid fills the device."""
-    want = -(-min_programs(device) // max(rows, 1))
+    want = cdiv(min_programs(device), max(rows, 1))
     return max(1, min(want, max_splits))
 
 
@@ -240,6 +240,15 @@ def flat_rows(t: Tensor, dtype: torch.dtype) -> Tensor:
     if t.dim() != 2:
         t = t.reshape(-1, t.shape[-1])
     return contiguous(t)
+
+
+#: The dtypes the kernels compute in (complex64 in float32, complex128 in float64).
+KERNEL_DTYPES = (torch.complex64, torch.complex128)
+
+
+def is_plain(t: Tensor) -> bool:
+    """Contiguous storage without lazy conjugate / negative bits (what the kernels read as is)."""
+    return t.is_contiguous() and not (t.is_conj() or t.is_neg())
 
 
 def contiguous(t: Tensor) -> Tensor:
@@ -525,7 +534,6 @@ def _cauchy_bwd_kernel(v_ptr, w_ptr, z_ptr, g_ptr, d_ptr, B, N, L, L_BUCKET, SPL
 
 _FWD_LAUNCH = Launcher(_cauchy_fwd_kernel)
 _BWD_LAUNCH = Launcher(_cauchy_bwd_kernel)
-_COMPLEX = (torch.complex64, torch.complex128)
 
 
 def _forward(v: Tensor, w: Tensor, z: Tensor) -> Tensor:
@@ -582,11 +590,6 @@ class _CauchyFunction(torch.autograd.Function):
     del _grads
 
 
-def _plain(t: Tensor) -> bool:
-    """Contiguous storage without lazy conjugate / negative bits."""
-    return t.is_contiguous() and not (t.is_conj() or t.is_neg())
-
-
 def cauchy_triton(v: Tensor, z: Tensor, w: Tensor) -> Tensor:
     """Symmetric Cauchy product sum_n v_n/(z_l - w_n) + conj(v_n)/(z_l - conj(w_n)) (S4 Lemma C.3).
 
@@ -594,9 +597,9 @@ def cauchy_triton(v: Tensor, z: Tensor, w: Tensor) -> Tensor:
     complex128 in float64; real inputs are promoted. Gradients flow to v and w (not to z).
     """
     dtype = v.dtype
-    if (dtype in _COMPLEX and w.dtype is dtype and z.dtype is dtype and v.dim() == 2 and z.dim() == 1
+    if (dtype in KERNEL_DTYPES and w.dtype is dtype and z.dtype is dtype and v.dim() == 2 and z.dim() == 1
             and v.shape == w.shape and not z.requires_grad and (v.is_cuda or INTERPRET)
-            and _plain(v) and _plain(w) and _plain(z) and v.device == w.device == z.device):
+            and is_plain(v) and is_plain(w) and is_plain(z) and v.device == w.device == z.device):
         # the common case (the S4 kernel's call): nothing to convert
         if torch.is_grad_enabled() and (v.requires_grad or w.requires_grad):
             return _CauchyFunction.apply(v, w, z)

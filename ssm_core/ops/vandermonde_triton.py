@@ -39,9 +39,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, Launcher, autotune_configs, cdiv, check_device,
-                            complex_dtype, contiguous, fast_math, first_order_backward, flat_rows, launch_guard,
-                            next_pow2, split_count, tuning_bucket)
+from .cauchy_triton import (AUTOTUNE, AUTOTUNE_KW, INTERPRET, KERNEL_DTYPES, Launcher, autotune_configs, cdiv,
+                            check_device, complex_dtype, contiguous, fast_math, first_order_backward, flat_rows,
+                            is_plain, launch_guard, next_pow2, split_count, tuning_bucket)
 
 #: tl.dot input precision of the float32 path, forward and backward: 'ieee' (exact float32
 #: products, FMA units) or 'tf32x3' (three TF32 tensor-core passes, ~1e-6 relative error per
@@ -204,7 +204,6 @@ def _vandermonde_bwd_kernel(v_ptr, x_ptr, g_ptr, d_ptr, B, N, L, L_BUCKET, SPLIT
 
 _FWD_LAUNCH = Launcher(_vandermonde_fwd_kernel)
 _BWD_LAUNCH = Launcher(_vandermonde_bwd_kernel)
-_COMPLEX = (torch.complex64, torch.complex128)
 _REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
@@ -293,11 +292,6 @@ class _LogVandermondeFunction(torch.autograd.Function):
     del _grads
 
 
-def _plain(t: Tensor) -> bool:
-    """Contiguous storage without lazy conjugate / negative bits."""
-    return t.is_contiguous() and not (t.is_conj() or t.is_neg())
-
-
 def log_vandermonde_triton(v: Tensor, x: Tensor, length: int) -> Tensor:
     """2 Re sum_n v_n exp(x_n l) for l = 0 .. length-1 (S4D eq. 7, Listing 1).
 
@@ -305,8 +299,8 @@ def log_vandermonde_triton(v: Tensor, x: Tensor, length: int) -> Tensor:
     float64; real inputs are promoted. Gradients flow to v and x. length must be < 2^24.
     """
     dtype = v.dtype
-    if (dtype in _COMPLEX and x.dtype is dtype and v.dim() == 2 and v.shape == x.shape and type(length) is int
-            and 1 <= length < 2 ** 24 and (v.is_cuda or INTERPRET) and _plain(v) and _plain(x)
+    if (dtype in KERNEL_DTYPES and x.dtype is dtype and v.dim() == 2 and v.shape == x.shape and type(length) is int
+            and 1 <= length < 2 ** 24 and (v.is_cuda or INTERPRET) and is_plain(v) and is_plain(x)
             and v.device == x.device):
         # the common case (the S4D kernel's call): nothing to convert
         if torch.is_grad_enabled() and (v.requires_grad or x.requires_grad):
