@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,30 +34,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from runners.benchmark.common import host_seconds  # noqa: E402
+from runners.benchmark import official  # noqa: E402
+from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
 
-# The official S4 CUDA extension on an NVIDIA H200 (shared/DESIGN.md, "Kernels: what we measured
-# as the bar to beat"): (op, batch, N/2, L) -> (fwd ms, fwd+bwd ms, peak MiB).
-OFFICIAL_H200 = {
-    ("cauchy", 1024, 32, 1024): (0.053, 0.308, 9),
-    ("cauchy", 1024, 32, 4096): (0.187, 0.617, 33),
-    ("cauchy", 1024, 32, 16384): (0.726, 2.403, 129),
-    ("vandermonde", 1024, 32, 1024): (0.037, 0.199, 5),
-    ("vandermonde", 1024, 32, 4096): (0.128, 0.314, 17),
-    ("vandermonde", 1024, 32, 16384): (0.488, 1.331, 65),
-}
-# Targets of issue 3 for the products: (op, batch, N/2, L) -> (fwd+bwd ms at most, peak MiB at most or None).
-TARGETS = {
-    ("cauchy", 1024, 32, 4096): (0.31, 33),
-    ("cauchy", 1024, 32, 16384): (1.2, 129),
-    ("vandermonde", 1024, 32, 4096): (0.105, None),
-    ("vandermonde", 1024, 32, 16384): (0.44, None),
-}
+# the official extension's H200 numbers and issue 3's targets (runners/benchmark/official.py)
+OFFICIAL_H200, TARGETS = official.KERNELS_H200, official.KERNEL_TARGETS
 LAYER_TARGETS = [  # measured by benchmarks/bench_layers.py (tables/bench-layers.md); listed so the table shows them
-    ("S4D layer fwd+bwd, H 256, B 32, L 4096", "3.86 ms, 1809 MiB", "<= 1.9 ms, memory no more"),
-    ("S4 layer fwd+bwd, H 256, B 32, L 4096", "5.38 ms, 1833 MiB", "<= 2.7 ms, memory no more"),
-]
+    (f"{mode.upper()} layer fwd+bwd, H {h}, B {b}, L {length}", f"{ms} ms, {mib} MiB", f"<= {t} ms, memory no more")
+    for (mode, h, b, length), t in sorted(official.LAYER_TARGET_MS.items(), reverse=True)
+    for ms, mib in [official.LAYERS_H200[(mode, h, b, length)]]]
 # Bytes per materialized term of the naive torch reference, forward+backward (from the naive
 # peaks in DESIGN.md: 12,321 MiB at 1024 x 32 x 4096 terms, 16,448 MiB at 1024 x 32 x 16384).
 TORCH_BYTES_PER_TERM = {"cauchy": 96, "vandermonde": 32}
@@ -133,20 +118,6 @@ def product(op: str, impl: str, length: int) -> Callable:
 
 # ---------------------------------------------------------------------------------------------- measurement
 
-def median_ms(fn: Callable[[], Any], device: torch.device) -> float:
-    if device.type == "cuda":
-        from triton.testing import do_bench
-
-        return float(do_bench(fn, warmup=100, rep=200, return_mode="median"))
-    fn()
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def graph_ms(fn: Callable[[], Any], device: torch.device) -> float | None:
     """Median time of fn replayed from a CUDA graph: the GPU work alone, without Python dispatch."""
     if device.type != "cuda":
@@ -158,19 +129,6 @@ def graph_ms(fn: Callable[[], Any], device: torch.device) -> float | None:
     except Exception as exc:  # noqa: BLE001 - recorded in the output, the row keeps its other numbers
         print(f"  (CUDA graph capture failed: {type(exc).__name__}: {str(exc)[:100]})", flush=True)
         return None
-
-
-def peak_mib(fn: Callable[[], Any], device: torch.device) -> float | None:
-    """Peak memory of fn above what was allocated before it (CUDA only)."""
-    if device.type != "cuda":
-        return None
-    fn()
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    base = torch.cuda.memory_allocated(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
 
 
 def bench_one(op: str, impl: str, batch: int, n: int, length: int, cfg: BenchConfig,
@@ -198,9 +156,9 @@ def bench_one(op: str, impl: str, batch: int, n: int, length: int, cfg: BenchCon
         return torch.autograd.grad(fn(vg, wg, z), [vg, wg], g)
 
     try:
-        row["fwd_ms"] = median_ms(fwd, device)
-        row["fwd_bwd_ms"] = median_ms(fwd_bwd, device)
-        row["peak_mib"] = peak_mib(fwd_bwd, device)
+        row["fwd_ms"] = bench_ms(fwd, device, warmup=100, rep=200)
+        row["fwd_bwd_ms"] = bench_ms(fwd_bwd, device, warmup=100, rep=200)
+        row["peak_mib"] = peak_mib(fwd_bwd, device, prime=True)
         if impl == "triton":
             row["fwd_bwd_graph_ms"] = graph_ms(fwd_bwd, device)
     except torch.cuda.OutOfMemoryError as exc:  # recorded, not hidden: the table shows "X"
@@ -342,7 +300,7 @@ def autograd_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, A
                  "floor": lambda: torch.autograd.grad(_Floor.apply(vg, wg), [vg, wg], gf)}
         rec: dict[str, Any] = {"op": op, "batch": batch, "n_half": n, "length": length}
         for name, case in cases.items():
-            rec[f"{name}_ms"] = round(median_ms(case, device), 4)
+            rec[f"{name}_ms"] = round(bench_ms(case, device, warmup=100, rep=200), 4)
         records.append(rec)
         print(f"autograd {op} B={batch} N/2={n} L={length}: " + ", ".join(f"{k} {rec[k + '_ms']} ms" for k in cases),
               flush=True)
@@ -364,9 +322,10 @@ def precision_section(cfg: BenchConfig, device: torch.device) -> list[dict[str, 
                 vt.FWD_PRECISION, vt.BWD_PRECISION = fwd_p, bwd_p
                 vg, wg = v.clone().requires_grad_(), w.clone().requires_grad_()
                 rec = {"batch": batch, "n_half": n, "length": length, "fwd_precision": fwd_p, "bwd_precision": bwd_p,
-                       "fwd_ms": median_ms(lambda: vt.log_vandermonde_triton(v, w, length), device),
-                       "fwd_bwd_ms": median_ms(lambda: torch.autograd.grad(
-                           vt.log_vandermonde_triton(vg, wg, length), [vg, wg], g), device),
+                       "fwd_ms": bench_ms(lambda: vt.log_vandermonde_triton(v, w, length), device, warmup=100,
+                                          rep=200),
+                       "fwd_bwd_ms": bench_ms(lambda: torch.autograd.grad(
+                           vt.log_vandermonde_triton(vg, wg, length), [vg, wg], g), device, warmup=100, rep=200),
                        "rel_err_out": _max_row_rel(vt.log_vandermonde_triton(v[:16], w[:16], length), ref)}
                 print(f"precision fwd={fwd_p} bwd={bwd_p} L={length}: fwd {rec['fwd_ms']:.4f} ms "
                       f"fwd+bwd {rec['fwd_bwd_ms']:.4f} ms err {rec['rel_err_out']:.2e}", flush=True)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -40,57 +39,19 @@ if str(REPO) not in sys.path:
 from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
 from ssm_core.kernels.graphs import enabled as graphs_enabled  # noqa: E402
-from runners.benchmark.common import host_seconds  # noqa: E402
+from runners.benchmark import official  # noqa: E402
+from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
 
 D_STATE = 64
 SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]
 KEY = (256, 32, 4096)  # H, B, L of the targets
-# The official FFTConv (with its CUDA extension) on an NVIDIA H200, N = 64, fwd+bwd (shared/DESIGN.md):
-# (mode, H, B, L) -> (ms, peak MiB)
-OFFICIAL_H200 = {
-    ("s4", 256, 32, 4096): (5.38, 1833),
-    ("s4", 512, 8, 16384): (13.8, 3906),
-    ("s4d", 256, 32, 4096): (3.86, 1809),
-    ("s4d", 512, 8, 16384): (9.33, 3713),
-}
-TARGET_MS = {("s4", 256, 32, 4096): 2.7, ("s4d", 256, 32, 4096): 1.9}  # issue 3; memory: no more than official
+# the official FFTConv's H200 numbers and issue 3's targets (runners/benchmark/official.py)
+OFFICIAL_H200, TARGET_MS = official.LAYERS_H200, official.LAYER_TARGET_MS
 QUICK_SHAPES = [(8, 2, 64)]
 
 
 # -- timing and memory ---------------------------------------------------------------------------------------------
-def median_ms(fn: Callable[[], Any], device: torch.device, grads: list[torch.Tensor]) -> float:
-    if device.type == "cuda":
-        from triton.testing import do_bench
-
-        return float(do_bench(fn, warmup=25, rep=100, grad_to_none=grads, return_mode="median"))
-    times = []
-    for _ in range(3):
-        for t in grads:
-            t.grad = None
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def peak_mib(fn: Callable[[], Any], device: torch.device, grads: list[torch.Tensor]) -> float | None:
-    """Peak memory of one step above what was allocated before it (CUDA only; gradients start as None)."""
-    if device.type != "cuda":
-        return None
-    for t in grads:
-        t.grad = None
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    base = torch.cuda.memory_allocated(device)
-    fn()
-    torch.cuda.synchronize(device)
-    peak = (torch.cuda.max_memory_allocated(device) - base) / 2**20
-    for t in grads:
-        t.grad = None
-    return peak
-
-
 # -- what is timed ---------------------------------------------------------------------------------------------------
 def make_layer(mode: str, h: int, backend: str, output: str, transposed: bool, device: torch.device) -> SSMLayer:
     torch.manual_seed(0)
@@ -121,8 +82,8 @@ def bench_step(step: Callable[[], None], grads: list[torch.Tensor], device: torc
     for t in grads:
         t.grad = None
     kept = (torch.cuda.memory_allocated(device) - base) / 2**20 if device.type == "cuda" else None
-    mib = peak_mib(step, device, grads)
-    ms = median_ms(step, device, grads)
+    mib = peak_mib(step, device, grads=grads)
+    ms = bench_ms(step, device, grads=grads)
     return {"ms": round(ms, 4), "peak_mib": None if mib is None else round(mib + max(kept, 0.0), 1),
             "graph_mib": None if kept is None else round(kept, 1)}
 

@@ -16,7 +16,7 @@ import contextlib
 import gc
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from dataclasses import dataclass
 
@@ -135,6 +135,46 @@ def _time_cpu(step: Callable[[], None], reps: int) -> list[float]:
         step()
         times.append((time.perf_counter() - t0) * 1e3)
     return times
+
+
+def bench_ms(fn: Callable[[], Any], device: torch.device, *, warmup: int = 25, rep: int = 100,
+             grads: Sequence[torch.Tensor] = ()) -> float:
+    """Median ms of one call of ``fn`` (the kernel and layer benchmarks): triton.testing.do_bench on CUDA
+    (``warmup`` / ``rep`` in ms; the ``.grad`` of ``grads`` reset to None before each call), on the CPU the
+    median of 3 timed calls after an untimed one."""
+    if device.type == "cuda":
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, warmup=warmup, rep=rep, grad_to_none=list(grads) or None, return_mode="median"))
+
+    def call() -> None:
+        for t in grads:
+            t.grad = None
+        fn()
+
+    call()
+    return statistics.median(_time_cpu(call, 3))
+
+
+def peak_mib(fn: Callable[[], Any], device: torch.device, *, grads: Sequence[torch.Tensor] = (),
+             prime: bool = False) -> float | None:
+    """Peak memory (MiB) allocated during one call of ``fn`` above what was allocated before it; CUDA only (None
+    elsewhere). ``prime``: call it once first; the ``.grad`` of ``grads`` is None before the call and after."""
+    if device.type != "cuda":
+        return None
+    if prime:
+        fn()
+    for t in grads:
+        t.grad = None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    peak = (torch.cuda.max_memory_allocated(device) - base) / MIB
+    for t in grads:
+        t.grad = None
+    return peak
 
 
 def measure_training_step(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device,
