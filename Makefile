@@ -6,7 +6,11 @@ PY := $(VENV)/bin/python
 TIER ?= smoke
 # torch 2.13.0 CPU lies on the CI machines' disk; on a GPU machine use e.g. TORCH=torch==2.11.0 (or your own build).
 TORCH ?= torch==2.13.0
-TABLE = $(PY) -m runners run --tier $(TIER) $(1) ; status=$$?; $(PY) -m runners report >/dev/null; \
+# DATA=suite: the tier's configuration on data the suite generates (`make table-4 TIER=full DATA=suite`);
+# GPUS=0,1,2,3: one training cell per GPU, resumable (`make s4d-table-5 TIER=full DATA=suite GPUS=0,1,2,3`)
+DATA ?= release
+RUN_OPTS = $(if $(filter-out release,$(DATA)),--data $(DATA)) $(if $(GPUS),--gpus $(GPUS))
+TABLE = $(PY) -m runners run --tier $(TIER) $(RUN_OPTS) $(1) ; status=$$?; $(PY) -m runners report >/dev/null; \
 	[ $$status -ne 0 ] && exit $$status; $(PY) -m runners check --tier $(TIER) $(1)
 
 .PHONY: all setup smoke test report check list bench-kernels bench-layers analytic pathx resolution-change init-ablation \

@@ -45,6 +45,26 @@ class RunContext:
     work_dir: Path  # scratch space for this run (checkpoints, caches); created by the framework
     data_dir: Path  # $DATA_PATH, default ./data
     progress: bool = True  # show tqdm bars
+    #: the (row, column) cells this run should produce (``run --cells`` / ``--data``); None: every cell. A runner
+    #: whose cells are expensive (training) skips the work of unselected cells; the framework drops the rest.
+    selected: frozenset[tuple[str, str]] | None = None
+    #: time.time() after which a training runner checkpoints and stops (``run --stop-after-minutes``); None: never
+    deadline: float | None = None
+    #: train only these (row, task) units of a training table (one child process of ``run --gpus``); None: all
+    units: frozenset[tuple[str, str]] | None = None
+
+    def wants(self, row: str, columns: list[str]) -> bool:
+        """Whether any of ``row``'s ``columns`` is selected."""
+        return self.selected is None or any((row, c) in self.selected for c in columns)
+
+
+class Paused(RuntimeError):
+    """A deadline (``run --stop-after-minutes``) stopped a runner before every selected cell finished. Its state is
+    checkpointed and the same command resumes it; ``cells`` says where each unfinished cell stands."""
+
+    def __init__(self, cells: list[str]) -> None:
+        super().__init__("; ".join(cells))
+        self.cells = cells
 
 
 @dataclass

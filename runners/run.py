@@ -6,6 +6,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -14,7 +15,8 @@ from . import registry
 from .data.base import DatasetError, data_root
 from .expected import expected_path, load_expected
 from .results import RESULTS_DIR, environment, new_result_path, utc_now, write_json_atomic
-from .spec import Spec
+from .selection import check_data_variant, select_cells, selected_set
+from .spec import Spec, SpecError
 
 RUNS_DIR = Path(os.environ.get("SSM_RUNS_DIR", "runs"))
 
@@ -33,23 +35,54 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: bool = True) -> Path:
-    """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one)."""
+def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
+    """The runner config of ``tier`` for the data variant ``data`` (see runners/spec.py, ``suite_data``)."""
+    check_data_variant(spec, tier, data)
     tier_spec = spec.tiers[tier]
+    return tier_spec.suite_data.config if data == "suite" else tier_spec.config
+
+
+def work_dir_for(spec: Spec, tier: str) -> Path:
+    """Scratch space of a spec's tier (checkpoints, generated data): runs/<spec id>/<tier>/."""
+    return RUNS_DIR / spec.id / tier
+
+
+def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: bool = True, *,
+             cells: Sequence[str] = (), data: str = "release", deadline: float | None = None,
+             write_result: bool = True, units: Sequence[tuple[str, str]] | None = None) -> Path | None:
+    """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one).
+
+    ``cells``: glob patterns on "row/column" (runners/selection.py); ``data``: "release" or "suite" (the tier's
+    suite-data variant); ``deadline``: a ``time.time()`` value after which training checkpoints and stops
+    (raises :class:`runners.registry.Paused`; the same call resumes); ``write_result=False`` trains / computes
+    without writing a results file (returns None); ``units``: train only these (row, task) pairs of a training
+    table (one child of ``run --gpus``, runners/scheduler.py).
+    """
+    tier_spec = spec.tiers[tier]
+    config = tier_config(spec, tier, data)
     if tier_spec.device == "cuda" and not torch.cuda.is_available():
         raise NotRunnable(f"{spec.id} tier '{tier}' needs a CUDA GPU and none is visible here. "
                           f"On a GPU machine: {command_for(spec, tier)}")
     expected = load_expected(expected_path(spec.id))
+    selected = select_cells(spec, tier, expected, cells, data)
+    if not selected:
+        raise SpecError(f"{spec.id} tier '{tier}'" + (f" --data {data}" if data != "release" else "") +
+                        (f" --cells {' '.join(cells)}" if cells else "") +
+                        ": no cell to run (every matching cell is not_run / context at this tier in "
+                        f"{expected_path(spec.id)})")
     device = torch.device(tier_spec.device)
-    work_dir = RUNS_DIR / spec.id / tier
+    work_dir = work_dir_for(spec, tier)
     work_dir.mkdir(parents=True, exist_ok=True)
+    narrowed = bool(cells) or data == "suite"  # else the runner produces all it can (not_run cells for reference)
     ctx = registry.RunContext(spec_id=spec.id, tier=tier, device=device, seed=tier_spec.seed, work_dir=work_dir,
-                              data_dir=data_root(), progress=progress)
+                              data_dir=data_root(), progress=progress,
+                              selected=selected_set(selected) if narrowed else None, deadline=deadline,
+                              units=None if units is None else frozenset(map(tuple, units)))
     seed_everything(tier_spec.seed)
     entry = registry.get(spec.runner)
     started, t0 = utc_now(), time.perf_counter()
     try:
-        output = entry.fn(tier_spec.config, ctx)
+        output = entry.fn(config, ctx)
     except DatasetError as exc:
         raise NotRunnable(f"{spec.id} tier '{tier}': {exc} Then: {command_for(spec, tier)}") from exc
     wall = time.perf_counter() - t0
@@ -57,6 +90,9 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     stray = [(c.row, c.column) for c in output.cells if (c.row, c.column) not in known]
     if stray:
         raise RuntimeError(f"runner {spec.runner} produced cells that {expected_path(spec.id)} does not list: {stray}")
+    if not write_result:
+        return None
+    wanted = set(selected)
     result = {
         "spec_id": spec.id,
         "tier": tier,
@@ -65,13 +101,16 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "runner": spec.runner,
         "spec_path": str(spec.path),
         "spec": spec.resolved,
-        "config": dataclasses.asdict(tier_spec.config),
+        "data": data,
+        "selected_cells": [list(c) for c in selected],
+        "cell_patterns": list(cells),
+        "config": dataclasses.asdict(config),
         "seed": tier_spec.seed,
         "started": started,
         "finished": utc_now(),
         "wall_time_s": round(wall, 3),
         "environment": environment(device),
-        "cells": [dataclasses.asdict(c) for c in output.cells],
+        "cells": [dataclasses.asdict(c) for c in output.cells if not cells or (c.row, c.column) in wanted],
         "series": output.series,
         "notes": output.notes,
     }

@@ -5,6 +5,18 @@
 
 Each tier's mapping holds the framework keys ``device`` and ``seed``; the rest is the runner's config,
 built into the runner's dataclass with every unknown key or wrong type reported with file and key.
+
+A tier may also hold ``suite_data``: the same configuration run on data the suite makes by the dataset's own
+published procedure (``run --data suite``), for training tables whose datasets have a generator (LRA ListOps,
+Pathfinder). Its keys:
+
+    rows:  {release row: suite-data row}   the rows that run, each renamed (e.g. S4 -> "S4 (suite data)")
+    tasks: {task: overlay}                 the tasks that run, each overlay deep-merged over the tier's task
+                                           (typically ``prepare:``, the generator and LRA's sizes)
+    note:  text                            what the variant is and is not (shown in the report)
+
+Everything else (model sizes, optimizer, schedule) is the tier's own, so the variant is the paper's
+configuration on a fresh draw of the data.
 """
 from __future__ import annotations
 
@@ -23,6 +35,8 @@ PAPERS = ("s4", "s4d")
 TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups", "runner", "make", "plots", "tiers"}
 REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots"}
 FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
+DATA_VARIANTS = ("release", "suite")
+SUITE_DATA_KEYS = {"rows", "tasks", "note"}
 SPEC_DIR = Path("reproductions")
 
 
@@ -36,6 +50,16 @@ class TierSpec:
     seed: int
     config: Any  # the runner's config dataclass instance
     raw: dict
+    suite_data: "SuiteData | None" = None  # the tier's configuration on suite-made data (``run --data suite``)
+
+
+@dataclass
+class SuiteData:
+    """A tier's configuration on data the suite makes: which rows run (renamed) and the tasks' overlays."""
+
+    rows: dict[str, str]  # release row -> suite-data row
+    config: Any  # the runner's config dataclass instance for the variant
+    note: str = ""
 
 
 @dataclass
@@ -184,12 +208,47 @@ def load_spec(path: str | Path) -> Spec:
         seed = raw.pop("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise SpecError(f"{where}.seed: expected an integer, got {seed!r}")
-        tiers[tier] = TierSpec(device, seed, build_config(entry.config, raw, where), dict(tiers_raw[tier] or {}))
+        variant = raw.pop("suite_data", None)
+        tiers[tier] = TierSpec(device, seed, build_config(entry.config, raw, where), dict(tiers_raw[tier] or {}),
+                               None if variant is None else _suite_data(entry, raw, variant, f"{where}.suite_data"))
     if tiers["smoke"].device != "cpu":
         raise SpecError(f"{path}: tiers.smoke.device must be 'cpu' (the smoke tier runs in CI, which has no GPU)")
     return Spec(path=path, id=doc["id"], paper=doc["paper"], table=doc["table"], title=doc["title"],
                 groups=list(groups), runner=doc["runner"], make=doc["make"], plots=list(plots), tiers=tiers,
                 resolved=doc, description=doc.get("description", ""))
+
+
+def _suite_data(entry: Any, raw: dict, variant: Any, where: str) -> SuiteData:
+    """Build a tier's ``suite_data`` variant (see the module docstring) into the runner's config."""
+    if not isinstance(variant, dict):
+        raise SpecError(f"{where}: must be a mapping with keys {sorted(SUITE_DATA_KEYS)}, got {variant!r}")
+    unknown = sorted(set(variant) - SUITE_DATA_KEYS)
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(SUITE_DATA_KEYS)}")
+    rows, tasks, note = variant.get("rows"), variant.get("tasks"), variant.get("note", "")
+    models, tier_tasks = raw.get("models"), raw.get("tasks")
+    if not (isinstance(models, dict) and isinstance(tier_tasks, dict)):
+        raise SpecError(f"{where}: only a training table (a tier with 'models' and 'tasks') has a suite-data variant")
+    if not (isinstance(rows, dict) and rows and all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                                     for k, v in rows.items())):
+        raise SpecError(f"{where}.rows: must map release rows to suite-data row names, got {rows!r}")
+    bad = sorted(set(rows) - set(models))
+    if bad:
+        raise SpecError(f"{where}.rows: {bad} not among the tier's models {sorted(models)}")
+    if len(set(rows.values())) != len(rows) or set(rows.values()) & set(models):
+        raise SpecError(f"{where}.rows: suite-data row names must be new and distinct, got {sorted(rows.values())}")
+    if not (isinstance(tasks, dict) and tasks and all(isinstance(v, dict) for v in tasks.values())):
+        raise SpecError(f"{where}.tasks: must map task names to overlays (mappings), got {tasks!r}")
+    bad = sorted(set(tasks) - set(tier_tasks))
+    if bad:
+        raise SpecError(f"{where}.tasks: {bad} not among the tier's tasks {sorted(tier_tasks)}")
+    if not isinstance(note, str):
+        raise SpecError(f"{where}.note: must be text, got {note!r}")
+    built = dict(raw)
+    built["tasks"] = {name: deep_merge(tier_tasks[name], overlay) for name, overlay in tasks.items()}
+    built["models"] = {rows[name]: m for name, m in models.items() if name in rows}
+    built["skip"] = [[rows[r], c] for r, c in (raw.get("skip") or []) if r in rows and c in tasks]
+    return SuiteData(rows=dict(rows), config=build_config(entry.config, built, where), note=note.strip())
 
 
 def spec_paths(root: Path | None = None) -> list[Path]:

@@ -27,7 +27,8 @@ summed over resumed runs) stops training at the end of the step that crosses it 
 after its first training step, which carries one-off costs: CUDA context, Triton compilation and autotuning,
 so a cell is not cut short by its start-up); that partial
 epoch is still evaluated and logged with ``"partial": true``, and a later run with a larger budget
-continues it from the checkpoint.
+continues it from the checkpoint. A ``deadline`` (``time.time()`` value; ``run --stop-after-minutes``) stops this
+call the same way with stop reason "paused": the run is not over, and the same command resumes it.
 """
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ class TrainResult:
     peak_memory_mb: Optional[float]  # CUDA peak allocated memory (max over processes; same rule); None on CPU
     n_params: int
     monitor: str = "val_acc"
-    stop_reason: str = "completed"  # or "max_minutes"
+    stop_reason: str = "completed"  # or "max_minutes", or "paused" (a deadline stopped this call; not finished)
     world_size: int = 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,12 +89,14 @@ class TrainResult:
 
 def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, run_dir: Path,
           device: torch.device, progress: bool = True, *, model_config: Optional[dict] = None,
-          on_step: Optional[Callable[[int, int], None]] = None) -> TrainResult:
+          on_step: Optional[Callable[[int, int], None]] = None, deadline: Optional[float] = None) -> TrainResult:
     """Train ``model_fn()`` on ``task`` under ``cfg``; resumes from ``run_dir/checkpoint.pt`` if present.
 
     ``model_config`` (plain JSON-able dict, optional) is stored in the checkpoint and must match on
     resume. ``on_step(epoch_index, steps_done_in_epoch)`` is called after every optimizer step
     (after that step's checkpoint, if any); an exception from it aborts training as a crash would.
+    ``deadline`` (a ``time.time()`` value): stop at the first step past it, evaluate and checkpoint the partial
+    epoch, and return with stop reason "paused" (see the module docstring).
     """
     cfg.validate()
     monitor = cfg.resolved_monitor(task.task_type)
@@ -102,12 +105,12 @@ def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, r
     run_dir, device = Path(run_dir), torch.device(device)
     info, device = dist_io.setup(device)
     return _train(model_fn, task, cfg, run_dir, device, progress and info.is_main, info, monitor, model_config,
-                  on_step)
+                  on_step, deadline)
 
 
 def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: torch.device, show: bool,
            info: dist_io.DistInfo, monitor: str, model_config: Optional[dict],
-           on_step: Optional[Callable[[int, int], None]]) -> TrainResult:
+           on_step: Optional[Callable[[int, int], None]], deadline: Optional[float]) -> TrainResult:
     world, rank, main = info.world_size, info.rank, info.is_main
     per_rank, micro, steps_per_epoch = _batch_plan(task, cfg, world)
 
@@ -241,6 +244,9 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 on_step(epoch, step)
             if budget_s < math.inf and dist_io.any_flag(elapsed() >= budget_s, info, device):
                 stop_reason = "max_minutes"
+                break
+            if deadline is not None and dist_io.any_flag(time.time() >= deadline, info, device):
+                stop_reason = "paused"
                 break
         bar.close()
         if device.type == "cuda":

@@ -32,6 +32,7 @@ locked while a process works on it (runners/lockfile.py): a second process waits
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -44,7 +45,7 @@ from ..benchmark.common import free_memory
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATORS, LOADERS, PREPARERS
 from ..lockfile import exclusive
-from ..registry import Cell, RunContext, RunOutput, register
+from ..registry import Cell, Paused, RunContext, RunOutput, register
 from ..spec import deep_merge
 from .config import TrainConfig
 from .derived import check_derived, picked_cells, post_process, runs_task
@@ -52,6 +53,7 @@ from .extra_eval import ExtraEvaluator, check_extra_evals, parse_extra_evals
 from .loop import train
 
 ARCHS = ("ssm", "transformer")
+
 #: metric -> column label (test: by task type) and unit
 METRICS = {"test": ("accuracy", "% acc"), "steps_per_second": ("steps/s", "steps/s"),
            "peak_memory_mb": ("peak memory MB", "MB"), "fits": ("fits in memory", "1 = ran, X = out of memory")}
@@ -105,6 +107,38 @@ class TrainTableConfig:
         """The train settings of one cell: the table's, then the task's, then the row's (later ones win)."""
         return deep_merge(deep_merge(self.train, self.tasks[col].get("train", {})),
                           self.models[row].get("train", {}))
+
+
+def unit_cells(cfg: TrainTableConfig, row: str, col: str) -> list[tuple[str, str]]:
+    """Every (row, column) cell that training ``row`` on task ``col`` can report (both test labels of a task of
+    unknown type, extra-evaluation columns, ``transpose`` applied): what ``run --cells`` is matched against."""
+    task = cfg.tasks[col]
+    picks = task.get("columns")
+    if picks:
+        columns = list(picks.values())
+    else:
+        columns = sorted({column_name(col, m, cfg.metrics, reg) for m in cfg.metrics for reg in (False, True)})
+    columns += [ev.column for ev in parse_extra_evals(task.get("extra_eval"), f"tasks.{col}.extra_eval")]
+    return [(c, row) if cfg.transpose else (row, c) for c in columns]
+
+
+def units_to_train(cfg: TrainTableConfig, selected: frozenset | None, only: frozenset | None = None
+                   ) -> list[tuple[str, str]]:
+    """The (row, task) pairs to train, in table order: those with a selected cell (all when ``selected`` is None),
+    and the base row of every delta row among them (its cells are differences to the base); of these, only the
+    pairs in ``only`` when given (an unknown pair there is an error)."""
+    skip = {tuple(p) for p in cfg.skip}
+    units = [(row, col) for col in cfg.tasks for row in cfg.models
+             if (row, col) not in skip and runs_task(cfg.models[row], col)]
+    wanted = {u for u in units if selected is None or any(c in selected for c in unit_cells(cfg, *u))}
+    wanted |= {(cfg.deltas[row], col) for row, col in wanted if row in cfg.deltas}
+    if only is not None:
+        bad = sorted(set(only) - wanted)
+        if bad:
+            raise ValueError(f"unit(s) {bad} not among the (row, task) pairs this selection trains: "
+                             f"{[u for u in units if u in wanted]}")
+        wanted &= set(only)
+    return [u for u in units if u in wanted]
 
 
 def _slug(text: str) -> str:
@@ -188,8 +222,10 @@ def metric_cells(row: str, col: str, metrics: list[str], task: TaskData, result:
 def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
     cells, series, notes = [], {}, []
     skip = {tuple(p) for p in cfg.skip}
+    units = units_to_train(cfg, ctx.selected, ctx.units)
+    paused = []
     for col, task_cfg in cfg.tasks.items():
-        rows = [row for row in cfg.models if (row, col) not in skip and runs_task(cfg.models[row], col)]
+        rows = [row for row, c in units if c == col]
         picks = task_cfg.get("columns")
         if not rows:
             continue
@@ -212,6 +248,9 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                      + f"; train/val/test = {len(task.train)}/{len(task.val)}/{len(task.test)}, "
                        f"length {task.seq_len}")
         for row in rows:
+            if ctx.deadline is not None and time.time() >= ctx.deadline:
+                paused.append(f"{row} / {col}: not started (deadline)")
+                continue
             row_cfg = cfg.models[row]
             arch = row_cfg["arch"]
             model_kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}),
@@ -228,7 +267,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 with exclusive(ctx.work_dir / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
                     result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
                                    ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
-                                   on_step=evaluator.on_step if evaluator else None)
+                                   on_step=evaluator.on_step if evaluator else None, deadline=ctx.deadline)
             except torch.cuda.OutOfMemoryError as exc:  # the papers' "X": the model does not fit
                 oom = " ".join(str(exc).split())[:300]
             if oom is not None:
@@ -239,6 +278,11 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 cells += [Cell(row, ev.column, "X", note=f"CUDA out of memory: {oom}") for ev, _ in todo]
                 series[f"{row} / {col}"] = {"history": [], "out_of_memory": oom, "seq_len": task.seq_len}
                 notes.append(f"{row} / {col}: X (CUDA out of memory: {oom})")
+                continue
+            if result.stop_reason == "paused":  # not finished: no value until a later call completes it
+                last = result.history[-1] if result.history else None
+                paused.append(f"{row} / {col}: {sum(not e['partial'] for e in result.history)}/{train_cfg.epochs} "
+                              f"epochs" + (f", last val {last['val_metric']:.2f}" if last else ""))
                 continue
             cells += (picked_cells(row, picks, task.task_type == "regression", result) if picks
                       else metric_cells(row, col, cfg.metrics, task, result))
@@ -257,4 +301,6 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                      else "steps/s not measured")
             notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
                          f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}; stop: {result.stop_reason}")
+    if paused:
+        raise Paused(paused)
     return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes)

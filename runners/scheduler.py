@@ -1,0 +1,130 @@
+"""A training table's cells on several GPUs: one cell per GPU, each in its own process, all resumable.
+
+    python -m runners run SPEC --tier full --data suite --gpus 0,1,2,3 [--stop-after-minutes 9]
+
+The parent lists the (row, task) units the selection trains (runners/train/table.py ``units_to_train``) and
+starts one child per GPU: ``python -m runners run SPEC ... --unit ROW|TASK --train-only`` with
+``CUDA_VISIBLE_DEVICES`` set to that GPU, its output in ``runs/<spec>/<tier>/logs/<row>__<task>.log``. A freed GPU
+takes the next unit. Every child trains under the cell's lock from its checkpoint, so running the same command
+again resumes every cell where it stopped. With ``--stop-after-minutes`` each child checkpoints and stops at the
+deadline (exit code ``EXIT_PAUSED``); no unit starts after it.
+
+When every unit has finished, the parent runs the selection once more in its own process: each cell resumes a
+finished checkpoint (no training step) and the parent writes the run's one results file.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+EXIT_PAUSED = 4  # a child (or the whole run) stopped at its deadline; the same command resumes it
+
+Unit = tuple[str, str]  # (row, task)
+#: launch(unit, gpu, log path, minutes left or None) -> a started process (``poll()``, ``wait()``, ``returncode``)
+Launcher = Callable[[Unit, str, Path, "float | None"], "subprocess.Popen"]
+
+
+@dataclass
+class UnitOutcome:
+    unit: Unit
+    gpu: str
+    returncode: int
+    seconds: float
+    log: Path
+
+    @property
+    def status(self) -> str:
+        return {0: "finished", EXIT_PAUSED: "paused"}.get(self.returncode, f"failed (exit {self.returncode})")
+
+
+@dataclass
+class Schedule:
+    finished: list[UnitOutcome] = field(default_factory=list)
+    paused: list[UnitOutcome] = field(default_factory=list)
+    failed: list[UnitOutcome] = field(default_factory=list)
+    not_started: list[Unit] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not (self.paused or self.failed or self.not_started)
+
+
+def parse_gpus(text: str) -> list[str]:
+    """'0,1,2,3' -> ['0', '1', '2', '3']; each entry a CUDA device index, no repeats."""
+    gpus = [g.strip() for g in text.split(",")]
+    if not gpus or any(not g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus):
+        raise ValueError(f"--gpus {text!r} not allowed; give distinct CUDA device indices separated by commas, "
+                         f"e.g. --gpus 0,1,2,3")
+    return gpus
+
+
+def unit_slug(unit: Unit) -> str:
+    from .train.table import _slug
+
+    return f"{_slug(unit[0])}__{_slug(unit[1])}"
+
+
+def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher, log_dir: Path,
+                   deadline: float | None = None, poll_seconds: float = 1.0,
+                   echo: Callable[[str], None] = print) -> Schedule:
+    """Run ``units`` on ``gpus``, one at a time per GPU, in order; return what became of each."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    queue, free = list(units), list(gpus)
+    running: dict[str, tuple[Unit, subprocess.Popen, float, Path]] = {}
+    out = Schedule()
+    while queue or running:
+        while queue and free and (deadline is None or time.time() < deadline):
+            unit, gpu = queue.pop(0), free.pop(0)
+            log = log_dir / f"{unit_slug(unit)}.log"
+            left = None if deadline is None else max((deadline - time.time()) / 60.0, 0.0)
+            running[gpu] = (unit, launch(unit, gpu, log, left), time.time(), log)
+            echo(f"[gpu {gpu}] start {unit[0]} / {unit[1]} (log: {log})")
+        if queue and not running:  # the deadline passed before these could start
+            out.not_started += queue
+            queue = []
+            break
+        time.sleep(poll_seconds)
+        for gpu, (unit, proc, t0, log) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[gpu]
+            free.append(gpu)
+            outcome = UnitOutcome(unit, gpu, proc.returncode, time.time() - t0, log)
+            {0: out.finished, EXIT_PAUSED: out.paused}.get(proc.returncode, out.failed).append(outcome)
+            echo(f"[gpu {gpu}] {outcome.status}: {unit[0]} / {unit[1]} after {outcome.seconds / 60:.1f} min")
+        if deadline is not None and time.time() >= deadline and queue:
+            out.not_started += queue
+            queue = []
+    return out
+
+
+def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str], env: dict | None = None
+                   ) -> Launcher:
+    """A launcher that trains one unit of the spec per process on the GPU it is given."""
+
+    def launch(unit: Unit, gpu: str, log: Path, minutes_left: float | None) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "runners", "run", str(spec_path), "--tier", tier, "--data", data,
+               "--unit", f"{unit[0]}|{unit[1]}", "--train-only", "--no-progress"]
+        for p in patterns:
+            cmd += ["--cells", p]
+        if minutes_left is not None:
+            cmd += ["--stop-after-minutes", f"{minutes_left:.3f}"]
+        child_env = {**os.environ, **(env or {}), "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"}
+        with open(log, "ab") as fh:
+            fh.write(f"$ CUDA_VISIBLE_DEVICES={gpu} {' '.join(cmd)}\n".encode())
+            return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env)
+
+    return launch
+
+
+def log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join("    " + line for line in text[-lines:])

@@ -1,0 +1,191 @@
+"""Cell selection (--cells), the suite-data variant (--data suite), deadlines (--stop-after-minutes) and the
+multi-GPU cell scheduler (--gpus), on CPU: fake cells for the scheduler, a tiny training table end to end."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runners import run as run_mod
+from runners.__main__ import main
+from runners.expected import expected_path, load_expected
+from runners.registry import Paused
+from runners.scheduler import EXIT_PAUSED, parse_gpus, schedule_units
+from runners.selection import glob_escape, select_cells
+from runners.spec import SpecError, load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = {"lr": 0.01, "epochs": 2, "batch_size": 8}
+TIER = {"device": "cpu",
+        "tasks": {"Text": {"loader": "text", "loader_args": {"max_len": 48}}},
+        "models": {"A": {"arch": "ssm"}, "B": {"arch": "ssm", "model": {"layer": {"mode": "s4d", "init": "lin"}}}},
+        "model_defaults": {"ssm": {"d_model": 8, "n_layers": 1, "pool": "mean", "layer": {"d_state": 4}}},
+        "train": TRAIN,
+        "suite_data": {"rows": {"A": "A (suite data)", "B": "B (suite data)"}, "note": "toy",
+                       "tasks": {"Text": {"prepare": {"preparer": "imdb_standin", "n_per_class": 12,
+                                                      "length_words": 8, "seed": 0}}}}}
+
+
+def _cell(row: str, checks: dict) -> dict:
+    return {"row": row, "column": "Text", "paper": None, "std": None, "unit": "% acc", "better": "higher",
+            "source": "toy", "note": "toy cell", "checks": checks}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with one tiny training table whose tiers have a suite-data variant."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("DATA_PATH", str(tmp_path / "no-data"))
+    monkeypatch.setattr(run_mod, "RUNS_DIR", Path("runs"))
+    (tmp_path / "reproductions").mkdir()
+    (tmp_path / "expected").mkdir()
+    spec = {"id": "toytrain", "paper": "s4", "table": "Table 0", "title": "toy training table", "groups": ["lra"],
+            "runner": "train.table", "make": "toytrain", "tiers": {t: TIER for t in ("smoke", "budget", "full")}}
+    (tmp_path / "reproductions" / "toytrain.yaml").write_text(yaml.safe_dump(spec))
+    bound = {t: {"bound": {"min": 0}} for t in ("smoke", "budget", "full")}
+    expected = {"table": "toytrain", "paper": "s4", "title": "toy", "source": "nowhere",
+                "rows": ["A", "B", "A (suite data)", "B (suite data)"], "columns": ["Text"],
+                "cells": [_cell(r, bound) for r in ("A", "B", "A (suite data)", "B (suite data)")]}
+    (tmp_path / "expected" / "toytrain.yaml").write_text(yaml.safe_dump(expected))
+    return tmp_path
+
+
+def _results(project: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((project / "results" / "toytrain").glob("*.json"))]
+
+
+# ---- selection and the suite-data variant
+
+
+def test_suite_variant_renames_rows_and_overlays_tasks(project: Path) -> None:
+    spec = load_spec("reproductions/toytrain.yaml")
+    variant = spec.tiers["smoke"].suite_data
+    assert list(variant.config.models) == ["A (suite data)", "B (suite data)"]
+    assert variant.config.tasks["Text"]["prepare"]["preparer"] == "imdb_standin"
+    assert "prepare" not in spec.tiers["smoke"].config.tasks["Text"]  # the release configuration is unchanged
+    expected = load_expected(expected_path("toytrain"))
+    assert select_cells(spec, "smoke", expected, (), "suite") == [("A (suite data)", "Text"), ("B (suite data)", "Text")]
+    assert select_cells(spec, "smoke", expected, (), "release") == [("A", "Text"), ("B", "Text")]
+    assert select_cells(spec, "smoke", expected, ["B*/Text"], "suite") == [("B (suite data)", "Text")]
+    with pytest.raises(SpecError, match="matches no cell"):
+        select_cells(spec, "smoke", expected, ["C/*"], "suite")
+    assert glob_escape("a*[b]?") == "a[*][[]b][?]"
+
+
+@pytest.mark.parametrize("variant, message", [
+    ({"rows": {"Z": "Z (suite data)"}, "tasks": {"Text": {}}}, r"rows: \['Z'\] not among"),
+    ({"rows": {"A": "B"}, "tasks": {"Text": {}}}, "must be new and distinct"),
+    ({"rows": {"A": "A2"}, "tasks": {"Nope": {}}}, r"tasks: \['Nope'\] not among"),
+    ({"rows": {"A": "A2"}, "tasks": {"Text": {}}, "extra": 1}, r"unknown key\(s\) \['extra'\]"),
+    ("suite", "must be a mapping"),
+])
+def test_bad_suite_variant_is_a_one_line_error(project: Path, variant, message: str) -> None:
+    path = project / "reproductions" / "toytrain.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["tiers"]["full"] = {**TIER, "suite_data": variant}
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=message) as err:
+        load_spec(path)
+    assert "tiers.full.suite_data" in str(err.value)
+
+
+def test_data_suite_needs_a_variant(project: Path, capsys: pytest.CaptureFixture) -> None:
+    path = project / "reproductions" / "toytrain.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["tiers"]["budget"] = {k: v for k, v in TIER.items() if k != "suite_data"}
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["run", "toytrain", "--tier", "budget", "--data", "suite"]) == 2
+    assert "tier 'budget' has no suite-data variant" in capsys.readouterr().err
+
+
+# ---- deadlines: a paused run resumes without losing an epoch
+
+
+def test_deadline_pauses_and_the_same_command_resumes(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from runners.train import table
+
+    spec = load_spec("reproductions/toytrain.yaml")
+    # the cell starts (the table's clock reads before the deadline), the loop's clock reads past it at step 1
+    with monkeypatch.context() as patch, pytest.raises(Paused) as paused:
+        patch.setattr(table, "time", types.SimpleNamespace(time=lambda: 0.0))
+        run_mod.run_spec(spec, "smoke", progress=False, data="suite", cells=["A*"], deadline=time.time())
+    assert "A (suite data) / Text: 0/2 epochs" in str(paused.value)
+    assert not (project / "results").exists()  # nothing is judged before the cells finish
+    metrics = (project / "runs/toytrain/smoke/A_suite_data__Text/metrics.jsonl").read_text().splitlines()
+    assert json.loads(metrics[-1])["partial"] is True and json.loads(metrics[-1])["steps"] == 1
+    assert main(["run", "toytrain", "--data", "suite", "--cells", "A*", "--no-progress"]) == 0
+    (result,) = _results(project)
+    assert result["data"] == "suite" and result["selected_cells"] == [["A (suite data)", "Text"]]
+    assert [c["row"] for c in result["cells"]] == ["A (suite data)"]
+    history = result["series"]["A (suite data) / Text"]["history"]
+    assert [e["epoch"] for e in history] == [1, 2] and history[0]["steps"] == 3  # 24 examples / batch 8
+
+
+# ---- the scheduler with fake cells
+
+
+def _fake(codes: dict, seconds: float = 0.3, started: list | None = None):
+    import subprocess
+
+    def launch(unit, gpu, log, minutes_left):
+        if started is not None:
+            started.append((unit, gpu, time.time()))
+        code = codes.get(unit, 0)
+        return subprocess.Popen([sys.executable, "-c", f"import time, sys; time.sleep({seconds}); sys.exit({code})"])
+
+    return launch
+
+
+def test_scheduler_runs_one_cell_per_gpu_and_classifies_outcomes(tmp_path: Path) -> None:
+    units = [(f"r{i}", "t") for i in range(5)]
+    started: list = []
+    out = schedule_units(units, ["0", "1"], _fake({("r1", "t"): EXIT_PAUSED, ("r3", "t"): 7}, started=started),
+                         tmp_path / "logs", poll_seconds=0.05, echo=lambda s: None)
+    assert sorted(u for u, _, _ in started) == units  # every unit ran once
+    assert {o.unit for o in out.finished} == {("r0", "t"), ("r2", "t"), ("r4", "t")}
+    assert [o.unit for o in out.paused] == [("r1", "t")] and [o.unit for o in out.failed] == [("r3", "t")]
+    assert not out.complete
+    # never two units on one GPU at once: each GPU's units start at least one unit-duration apart
+    for gpu in ("0", "1"):
+        times = sorted(t for _, g, t in started if g == gpu)
+        assert all(b - a >= 0.25 for a, b in zip(times, times[1:]))
+
+
+def test_scheduler_starts_nothing_past_the_deadline(tmp_path: Path) -> None:
+    units = [("a", "t"), ("b", "t"), ("c", "t")]
+    out = schedule_units(units, ["0"], _fake({}, seconds=0.5), tmp_path / "logs", deadline=time.time() + 0.2,
+                         poll_seconds=0.05, echo=lambda s: None)
+    assert [o.unit for o in out.finished] == [("a", "t")] and out.not_started == [("b", "t"), ("c", "t")]
+    assert not out.complete
+
+
+@pytest.mark.parametrize("text", ["", "0,0", "a,1", "0;1", "-1"])
+def test_bad_gpu_lists_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="--gpus"):
+        parse_gpus(text)
+
+
+# ---- end to end: two cells on two "GPUs" (child processes; CPU here), then one results file
+
+
+def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "toytrain", "--data", "suite", "--gpus", "0,1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 cell(s) on GPU(s) 0, 1" in out and "wrote" in out
+    (result,) = _results(project)
+    assert {c["row"] for c in result["cells"]} == {"A (suite data)", "B (suite data)"}
+    assert all(isinstance(c["value"], float) for c in result["cells"])
+    for row in ("A_suite_data", "B_suite_data"):
+        log = (project / f"runs/toytrain/smoke/logs/{row}__Text.log").read_text()
+        assert "CUDA_VISIBLE_DEVICES=" in log and "--train-only" in log
+    # the same command again: every cell resumes its finished checkpoint (no step), a second results file
+    assert main(["run", "toytrain", "--data", "suite", "--gpus", "0,1"]) == 0
+    first, second = _results(project)
+    assert [c["value"] for c in first["cells"]] == [c["value"] for c in second["cells"]]
