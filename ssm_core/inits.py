@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hippo import dplr
+from .hippo import dplr, hippo_legs
 
 DIAGONAL_INITS = ("legs", "inv", "lin", "inv2", "quad", "rand", "real")
+
+#: bound on |Im B_n| of S4D-LegS's projected B (the authors' code; see s4d_legs_b)
+LEGS_B_CLIP = 2.0
 
 
 def _check_state_size(n: int) -> int:
@@ -21,6 +24,37 @@ def _check_state_size(n: int) -> int:
 def s4d_legs(n: int) -> np.ndarray:
     """S4D-LegS / HiPPO-D: the eigenvalues of A^(N), the normal part of HiPPO-LegS (S4D eq. 5, Theorem 3)."""
     return dplr("legs", n).lam
+
+
+def s4d_legs_b(n: int, clip: float | None = LEGS_B_CLIP) -> np.ndarray:
+    """B of S4D-LegS: the HiPPO-LegS B (S4D eq. 4) in the eigenbasis of A^(N) (eq. 5), B_n = (V^* B)_n.
+
+    -> (n/2,) complex128, matching the eigenvalues of :func:`s4d_legs` (same order).
+
+    The paper fixes B = 1 for S4D in general (Section 3.3) but also states that base S4D "would be exactly
+    the same as masking out the low-rank component of S4's DPLR representation" (Section 3.4), which for
+    LegS means S4's B in the eigenbasis, V^* B. It is silent on the scale and on clipping; we follow the
+    authors' code: V^* B without the factor 1/2 of Theorem 3 (K_{A^(N), B/2} -> K_{A, B}), and the imaginary
+    part of each entry clipped to [-clip, clip] (``clip=None``: no clipping; then the diagonal system is
+    unitarily equivalent to (A^(N), B)). Clipping depends on the phase of each eigenvector v_n; as in the
+    authors' code (LAPACK's convention) the phase makes the first entry of v_n real, here chosen positive;
+    the clipped value does not depend on that sign, nor on conjugating the whole system. The authors' code
+    clips S4's DPLR B the same way; this suite's S4 keeps the unclipped V^* B, so S4D-LegS equals S4-LegS
+    with the low-rank term masked out only with ``clip=None``.
+    """
+    form = dplr("legs", n)
+    first = form.v[0]  # (n/2,) first entry of each eigenvector
+    if np.any(np.abs(first) < 1e-12):
+        raise ValueError(f"s4d_legs_b: an eigenvector of A^(N) (N={n}) has a zero first entry; "
+                         "its phase is undefined")
+    _, b_hippo = hippo_legs(n)  # (n,) real
+    v = form.v * (np.abs(first) / first)[None, :]  # (n, n/2): first row real > 0
+    b = v.conj().T @ b_hippo  # (n/2,)
+    if clip is not None:
+        if not clip > 0:
+            raise ValueError(f"s4d_legs_b: clip must be a positive number or None, got {clip!r}")
+        b = b.real + 1j * np.clip(b.imag, -clip, clip)
+    return b.astype(np.complex128)
 
 
 def s4d_inv(n: int, nodes: np.ndarray | None = None) -> np.ndarray:
@@ -64,7 +98,8 @@ def s4d_rand(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bool = False,
-                  random_real: bool = False, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  random_real: bool = False, seed: int | None = None,
+                  legs_b_clip: float | None = LEGS_B_CLIP) -> tuple[np.ndarray, np.ndarray]:
     """(lam (N/2,) complex128, b (N/2,) complex128) for the named S4D initialization.
 
     Ablations of S4D Table 3a:
@@ -72,7 +107,11 @@ def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bo
       random_imag  replace the equally spaced nodes n of S4D-Inv / S4D-Lin by u ~ (N/2) U[0, 1] (eq. 10, 11;
                    the paper writes N U[0,1]; (N/2) U[0,1] is the range of n, so equal spacing recovers eq. 8/9);
       random_real  real parts -U[0, 1] instead of -1/2.
-    B is all ones (S4D Section 3.3: "B (set to 1)").
+    B is all ones (S4D Section 3.3: "B (set to 1)"), except for 'legs': the HiPPO-LegS B projected on the
+    eigenvectors of A^(N), imaginary parts clipped to [-legs_b_clip, legs_b_clip] (:func:`s4d_legs_b`; the
+    authors' code; None: no clipping), also under the ablations above.
+    A zero frequency is kept exactly 0 (S4D-Lin's n = 0, eq. 9; S4D-Real, Section 5.2): the authors' code
+    raises |Im A_n| to 1e-4 when it registers the parameters, a detail the paper's equations do not have.
     """
     if name not in DIAGONAL_INITS:
         raise ValueError(f"unknown diagonal init {name!r}; allowed: {', '.join(DIAGONAL_INITS)}")
@@ -91,4 +130,5 @@ def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bo
     lam = lam.real + 1j * imag_scale * lam.imag
     if random_real:
         lam = -rng.uniform(0.0, 1.0, size=half) + 1j * lam.imag
-    return lam.astype(np.complex128), np.ones(half, dtype=np.complex128)
+    b = s4d_legs_b(n, legs_b_clip) if name == "legs" else np.ones(half, dtype=np.complex128)
+    return lam.astype(np.complex128), b

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ssm_core.hippo import dplr, hippo_legs, nplr
-from ssm_core.inits import DIAGONAL_INITS, diagonal_init, s4d_inv, s4d_inv2, s4d_legs, s4d_lin, s4d_quad, s4d_real
+from ssm_core.inits import (DIAGONAL_INITS, LEGS_B_CLIP, diagonal_init, s4d_inv, s4d_inv2, s4d_legs, s4d_legs_b,
+                            s4d_lin, s4d_quad, s4d_real)
 
 SIZES = [2, 8, 64]
 
@@ -167,12 +168,46 @@ def test_rand_is_seeded_and_stable() -> None:
     assert np.all(lam.real < 0)
 
 
-@pytest.mark.parametrize("name", DIAGONAL_INITS)
-def test_every_init_has_b_one_and_half_the_state(name: str) -> None:
+@pytest.mark.parametrize("name", [i for i in DIAGONAL_INITS if i != "legs"])
+def test_every_init_but_legs_has_b_one_and_half_the_state(name: str) -> None:
     """N/2 complex modes stand for N real states (Section 3.3); B = 1 (Section 3.3, 'B (set to 1)')."""
     lam, b = diagonal_init(name, 16, seed=0)
     assert lam.shape == b.shape == (8,) and lam.dtype == np.complex128
     np.testing.assert_array_equal(b, 1)
+
+
+def _eig_eq5_upper(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues with Im > 0 of the dense eq. 5 matrix, largest Im first, and their unit eigenvectors with
+    the first entry real and positive: (n/2,), (n, n/2). By np.linalg.eig, independent of ssm_core.hippo."""
+    w, v = np.linalg.eig(normal_eq5(n))
+    keep = np.flatnonzero(w.imag > 0)
+    keep = keep[np.argsort(-w.imag[keep])]
+    w, v = w[keep], v[:, keep] / np.linalg.norm(v[:, keep], axis=0)
+    return w, v * (np.abs(v[0]) / v[0])[None, :]
+
+
+@pytest.mark.parametrize("n", SIZES + [256])
+def test_s4d_legs_b_is_eq4_b_projected_on_the_eigenvectors_of_eq5(n: int) -> None:
+    """S4D-LegS: B_n = v_n^* B (B of eq. 4, v_n the eigenvector of eq. 5 for Lambda_n), then Im clipped to +-2."""
+    w, v = _eig_eq5_upper(n)
+    lam, b = diagonal_init("legs", n)
+    np.testing.assert_allclose(lam, w, rtol=1e-10)
+    projected = v.conj().T @ legs_eq4(n)[1]  # (n/2,)
+    scale = np.abs(projected).max()
+    np.testing.assert_allclose(s4d_legs_b(n, clip=None), projected, rtol=0, atol=1e-11 * scale)
+    inside = np.abs(projected.imag) <= LEGS_B_CLIP - 1e-6
+    np.testing.assert_allclose(b[inside], projected[inside], rtol=0, atol=1e-11 * scale)
+    np.testing.assert_allclose(b.real, projected.real, rtol=0, atol=1e-11 * scale)
+    np.testing.assert_allclose(b.imag[~inside], LEGS_B_CLIP * np.sign(projected.imag[~inside]), rtol=1e-12)
+    if n >= 64:  # the clip acts at the sizes the experiments use (B_0 ~ N/sqrt(pi) before clipping)
+        assert (~inside).sum() >= n // 8
+    # the ablations of Table 3a keep the projected B
+    np.testing.assert_array_equal(diagonal_init("legs", n, imag_scale=100.0)[1], b)
+
+
+def test_s4d_legs_b_clip_is_checked() -> None:
+    with pytest.raises(ValueError, match="clip must be a positive number or None"):
+        diagonal_init("legs", 8, legs_b_clip=0.0)
 
 
 def test_bad_arguments_are_reported() -> None:

@@ -1,10 +1,12 @@
 """The structured kernels against the dense reference (S4 Algorithm 1, S4D eq. 7), float64."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from ssm_core.hippo import dplr
+from ssm_core.hippo import dplr, hippo_legs, nplr
+from ssm_core.inits import diagonal_init
 from ssm_core.kernels import DiagKernel, DPLRKernel, dense_kernel
 from ssm_core.kernels.params import as_complex, real_part
 
@@ -53,6 +55,36 @@ def test_diag_kernel_equals_dense_reference(init: str, disc: str) -> None:
     kern = DiagKernel(d_model=2, d_state=64, channels=2, init=init, discretization=disc).double()
     a, b, c, dt = _diag_dense_parts(kern)
     assert _rel(kern(1024), dense_kernel(a, b, c, dt, 1024, disc)) < 1e-6
+
+
+@pytest.mark.parametrize("disc", ["bilinear", "zoh"])
+def test_s4d_legs_kernel_is_the_kernel_of_the_hippo_normal_part(disc: str) -> None:
+    """S4D-LegS with the unclipped projected B is the SSM (A^(N), B, C) of S4D eq. 5 / eq. 4 in its eigenbasis:
+    with C_n = (C V)_n for a real C, its kernel equals the dense kernel of (A^(N), B, C). The eigenvectors
+    come from np.linalg.eig of the dense A^(N), phases fixed by a real positive first entry."""
+    torch.manual_seed(5)
+    n, h, length = 32, 2, 300
+    kern = DiagKernel(d_model=h, d_state=n, channels=2, init="legs", discretization=disc,
+                      init_kwargs={"legs_b_clip": None}).double()
+    a_normal = nplr("legs", n)[0]  # (n, n) real: A + P P^T
+    w, v = np.linalg.eig(a_normal)
+    keep = np.flatnonzero(w.imag > 0)
+    keep = keep[np.argsort(-w.imag[keep])]
+    v = v[:, keep] / np.linalg.norm(v[:, keep], axis=0)
+    v = v * (np.abs(v[0]) / v[0])[None, :]  # (n, n/2)
+    c_real = torch.randn(2, h, n, dtype=torch.float64)  # (channels, H, n)
+    lam, b_proj = (torch.as_tensor(t) for t in diagonal_init("legs", n, legs_b_clip=None))
+    # the module holds float32 copies of the init; put the float64 values back to compare at float64 precision
+    assert torch.allclose(as_complex(kern.b), b_proj.expand(h, -1), rtol=1e-6, atol=0)
+    assert torch.allclose(kern.a_imag, lam.imag.expand(h, -1), rtol=1e-6, atol=0)
+    with torch.no_grad():
+        kern.b.copy_(torch.view_as_real(b_proj).expand(h, -1, -1))
+        kern.a_imag.copy_(lam.imag.expand(h, -1))
+        kern.c.copy_(torch.view_as_real(c_real.to(torch.complex128) @ torch.as_tensor(v)))
+    a = torch.as_tensor(a_normal).expand(h, n, n)
+    b = torch.as_tensor(hippo_legs(n)[1]).expand(h, n)
+    ref = dense_kernel(a, b, c_real, torch.exp(kern.log_dt), length, disc)
+    assert _rel(kern(length), ref) < 1e-9
 
 
 def test_dss_softmax_normalizes_by_vandermonde_row_sums() -> None:
