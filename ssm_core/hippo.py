@@ -135,5 +135,9 @@ def dplr(measure: str, n: int) -> DPLR:
         vecs[:, idx[0]] = (u[:, 0] - 1j * u[:, 1]) / np.sqrt(2)
         vecs[:, idx[1]] = (u[:, 0] + 1j * u[:, 1]) / np.sqrt(2)
     v = vecs[:, :half]  # (n, n/2)
+    # phase of each eigenvector: first entry real and positive where it is non-zero (LAPACK's eigh gives it real;
+    # the DPLR system does not depend on the phase, but clipping B does -- see ssm_core.kernels.dplr)
+    first = v[0]
+    v = v * np.where(np.abs(first) > 1e-12, np.abs(first) / np.where(first == 0, 1, first), 1)[None, :]
     lam = lam_all[:half]
     return DPLR(lam=lam, p=p @ v.conj(), b=v.conj().T @ b, v=v)

@@ -143,3 +143,19 @@ def test_ssm_parameters_carry_optimizer_settings() -> None:
 def test_bad_arguments_name_the_argument(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         DiagKernel(2, **{"d_state": 8, **kwargs})
+
+
+@pytest.mark.parametrize("init", ["legs", "legt"])
+def test_dplr_b_is_clipped_as_the_authors_code_and_exact_without_clip(init: str) -> None:
+    """B = V^* B_HiPPO with Im clipped to [-2, 2] by default; b_clip=None keeps the exact projection."""
+    form = dplr(init, 64)
+    assert np.abs(form.v[0].imag).max() == 0 and (form.v[0].real > 0).all()  # the phase convention
+    clipped = as_complex(DPLRKernel(d_model=2, d_state=64, init=init).double().b)[0]
+    exact = as_complex(DPLRKernel(d_model=2, d_state=64, init=init, b_clip=None).double().b)[0]
+    ref = torch.as_tensor(form.b)
+    assert ref.imag.abs().max() > 2  # the clip acts at this size
+    assert torch.allclose(exact, ref.to(exact.dtype), atol=1e-5)
+    assert torch.allclose(clipped.real, ref.real.to(clipped.real.dtype), atol=1e-5)
+    assert torch.allclose(clipped.imag, ref.imag.clamp(-2, 2).to(clipped.imag.dtype), atol=1e-5)
+    with pytest.raises(ValueError, match="b_clip"):
+        DPLRKernel(d_model=2, d_state=16, init=init, b_clip=0)

@@ -33,8 +33,14 @@ MIXED_MEASURES = {"legs/fout": ("legs", "fout")}
 INITS = MEASURES + tuple(MIXED_MEASURES)
 
 
-def _dplr_copies(init: str, d_state: int, n_ssm: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Lambda (n_ssm, N/2), P (rank, n_ssm, N/2), B (n_ssm, N/2) of ``init`` for each SSM copy."""
+#: bound on |Im B_n| at init (the authors' code clips V^* B so; the paper is silent -- see DPLRKernel)
+B_CLIP = 2.0
+
+
+def _dplr_copies(init: str, d_state: int, n_ssm: int, b_clip: float | None = B_CLIP
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """Lambda (n_ssm, N/2), P (rank, n_ssm, N/2), B (n_ssm, N/2) of ``init`` for each SSM copy; the imaginary part of
+    B clipped to [-b_clip, b_clip] (None: the exact V^* B)."""
     measures = MIXED_MEASURES.get(init, (init,))
     if n_ssm % len(measures):
         raise ValueError(f"init={init!r} splits the SSM copies between {measures}: needs a number of copies "
@@ -46,6 +52,10 @@ def _dplr_copies(init: str, d_state: int, n_ssm: int) -> tuple[Tensor, Tensor, T
     lam = torch.cat([torch.as_tensor(f.lam).expand(share, -1) for f in forms])  # (n_ssm, N/2)
     p = torch.cat([torch.as_tensor(f.p)[:, None, :].expand(-1, share, -1) for f in forms], 1)  # (rank, n_ssm, N/2)
     b = torch.cat([torch.as_tensor(f.b).expand(share, -1) for f in forms])  # (n_ssm, N/2)
+    if b_clip is not None:
+        if not b_clip > 0:
+            raise ValueError(f"b_clip must be a number > 0 or None, got {b_clip!r}")
+        b = torch.complex(b.real, b.imag.clamp(-b_clip, b_clip))
     return lam.clone(), p.clone(), b.clone()
 
 
@@ -55,18 +65,23 @@ class DPLRKernel(nn.Module):
 
     Parameters: log_dt (H,), Lambda as (real param, imag) (n_ssm, N/2), P (rank, n_ssm, N/2),
     B (n_ssm, N/2), C~ (channels, H, N/2) for the length in buffer ``l_kernel`` (0: set at the first call).
+
+    B starts as V^* B_HiPPO with its imaginary parts clipped to [-b_clip, b_clip] (default 2, eigenvector phases
+    with a real positive first entry, :func:`ssm_core.hippo.dplr`): the S4 paper is silent on this and we follow
+    the authors' code, whose HiPPO diagonalization clips B so by default. ``b_clip=None`` keeps the exact V^* B,
+    with which (Lambda, P, B) is unitarily equivalent to the HiPPO matrices (Proposition 1's check).
     """
 
     def __init__(self, d_model: int, d_state: int = 64, channels: int = 1, init: str = "legs",
                  real_transform: str = "exp", trainable_a: bool = True, trainable_b: bool = True,
                  tie_ab: bool = False, dt_min: float = 1e-3, dt_max: float = 1e-1, lr: float | None = 1e-3,
-                 l_max: int | None = None, backend: str | None = None):
+                 l_max: int | None = None, backend: str | None = None, b_clip: float | None = B_CLIP):
         super().__init__()
         check_choice("init", init, INITS)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
         self.h, self.n, self.channels, self.backend = d_model, d_state, channels, backend
         n_ssm = 1 if tie_ab else d_model
-        lam, p, b = _dplr_copies(init, d_state, n_ssm)  # (n_ssm, N/2), (rank, n_ssm, N/2), (n_ssm, N/2)
+        lam, p, b = _dplr_copies(init, d_state, n_ssm, b_clip)  # (n_ssm, N/2), (rank, n_ssm, N/2), (n_ssm, N/2)
         if self.real_transform != "none" and (lam.real >= 0).any():
             # LegT / FouT normal parts have Re(Lambda) = 0: keep a tiny negative real part representable by exp/relu
             lam = torch.complex(lam.real.clamp(max=-1e-4), lam.imag)
