@@ -103,8 +103,8 @@ def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher,
     return out
 
 
-def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str], env: dict | None = None
-                   ) -> Launcher:
+def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str], env: dict | None = None,
+                   n_gpus: int = 1) -> Launcher:
     """A launcher that trains one unit of the spec per process on the GPU it is given."""
 
     def launch(unit: Unit, gpu: str, log: Path, minutes_left: float | None) -> subprocess.Popen:
