@@ -87,8 +87,11 @@ def test_s4d_legs_kernel_is_the_kernel_of_the_hippo_normal_part(disc: str) -> No
     assert _rel(kern(length), ref) < 1e-9
 
 
-def test_dss_softmax_normalizes_by_vandermonde_row_sums() -> None:
-    """DSS (S4D Table 1): each mode divided by sum_l dA^l, i.e. the dense kernel with C_n / sum_l dA_n^l."""
+def test_dss_kernel_is_the_zoh_kernel_with_c_over_twice_dA_minus_1_times_the_softmax_denominator() -> None:
+    """DSS (S4D Section 3.4; DSS Proposition 1): K_l = Re sum_n (C_n B_n / A_n) softmax_eps(dt A_n l)_l. With the
+    ZOH dB = B (dA - 1) / A this is the dense ZOH kernel (both conjugate halves, 2 Re) of C_n' = C_n
+    reciprocal_eps(sum_l dA_n^l) / (2 (dA_n - 1)), reciprocal_eps(s) = conj(s) / (|s|^2 + 1e-7) (DSS's softmax_eps;
+    Re(dt A) < 0 here, so its shift is by l = 0)."""
     torch.manual_seed(3)
     length = 257
     kern = DiagKernel(d_model=3, d_state=16, init="legs", discretization="zoh", real_transform="none",
@@ -96,7 +99,10 @@ def test_dss_softmax_normalizes_by_vandermonde_row_sums() -> None:
     a, b, c, dt = _diag_dense_parts(kern)
     da = torch.exp(dt[:, None] * torch.diagonal(a, dim1=-2, dim2=-1))  # (H, N)
     row_sums = torch.stack([da ** l for l in range(length)], -1).sum(-1)
-    assert _rel(kern(length), dense_kernel(a, b, c / row_sums, dt, length, "zoh")) < 1e-9
+    rec = row_sums.conj() / (row_sums.abs() ** 2 + 1e-7)
+    assert _rel(kern(length), dense_kernel(a, b, c * rec / (2 * (da - 1)), dt, length, "zoh")) < 1e-9
+    with pytest.raises(ValueError, match="needs discretization='zoh'"):
+        DiagKernel(d_model=3, d_state=16, discretization="bilinear", normalization="softmax")
 
 
 def test_rate_scales_the_step_size() -> None:

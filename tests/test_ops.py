@@ -486,8 +486,26 @@ def test_gpu_every_autotune_config_is_correct(which, monkeypatch, gen):
 # The S4D / S4 kernels' hand-written backward passes (ssm_core/kernels/diag.py _Coefficients, dplr.py _Woodbury1)
 # against autograd through the same formulas, float64 on fresh random parameters.
 
-@pytest.mark.parametrize("disc", ["bilinear", "zoh"])
-@pytest.mark.parametrize("transform,norm", [("exp", "none"), ("relu", "none"), ("none", "softmax")])
+def _dss_reference(kern, rate: float, length: int) -> torch.Tensor:
+    """DSS's kernel by its definition (DSS Proposition 1 with its softmax_eps, eps = 1e-7), materialized:
+    K_l = Re sum_n (C_n B_n / A_n) exp(P_nl - m_n) reciprocal_eps(sum_r exp(P_nr - m_n)), P_nl = dt A_n l,
+    m_n the P_nl of largest real part. Differentiable by autograd."""
+    from ssm_core.kernels.params import as_complex, real_part
+
+    dt = torch.exp(kern.log_dt) * rate  # (H,)
+    a = torch.complex(real_part(kern.a_real, kern.real_transform), kern.a_imag)  # (n_ssm, N/2)
+    p = (dt[:, None] * a)[..., None] * torch.arange(length, dtype=torch.float64, device=dt.device)  # (H, N/2, L)
+    m = torch.gather(p, -1, p.real.argmax(-1, keepdim=True))  # (H, N/2, 1)
+    e = torch.exp(p - m)
+    s = e.sum(-1)
+    rec = s.conj() / ((s * s.conj()).real + 1e-7)
+    w = as_complex(kern.c) * as_complex(kern.b) / a  # (C, H, N/2)
+    return torch.einsum("chn,hnl->chl", w * rec, e).real
+
+
+@pytest.mark.parametrize("disc,transform,norm", [("bilinear", "exp", "none"), ("zoh", "exp", "none"),
+                                                 ("bilinear", "relu", "none"), ("zoh", "relu", "none"),
+                                                 ("zoh", "none", "softmax")])
 @pytest.mark.parametrize("tie,channels,rate,frozen", [(False, 1, 1.0, False), (True, 2, 2.0, False),
                                                       (False, 2, 0.5, True)])
 def test_s4d_kernel_backward_matches_autograd(disc, transform, norm, tie, channels, rate, frozen, gen):
@@ -502,21 +520,51 @@ def test_s4d_kernel_backward_matches_autograd(disc, transform, norm, tie, channe
         kern.c.normal_()
         kern.b.normal_()
         kern.a_imag.add_(torch.randn_like(kern.a_imag))
+        if norm == "softmax":  # Re A of either sign: DSS's softmax shifts by l = 0 or by l = L-1
+            kern.a_real.normal_()
+            kern.log_dt.add_(1.0)
     params = [p for p in kern.parameters() if p.requires_grad]
     out = kern(length, rate=rate)
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(out, params, grad_out)
 
-    _, log_da, db = kern.discrete(rate)  # autograd through the same discretization
-    v = as_complex(kern.c) * db
-    if norm == "softmax":
-        v = v * torch.expm1(log_da) / torch.expm1(length * log_da)
-    ref = log_vandermonde_torch(v.reshape(-1, v.shape[-1]), log_da.expand_as(v).reshape(-1, v.shape[-1]), length)
-    ref = ref.view(channels, 6, length)
+    if norm == "softmax":  # DSS's definition, materialized
+        ref = _dss_reference(kern, rate, length)
+    else:  # autograd through the same discretization
+        _, log_da, db = kern.discrete(rate)
+        v = as_complex(kern.c) * db
+        ref = log_vandermonde_torch(v.reshape(-1, v.shape[-1]), log_da.expand_as(v).reshape(-1, v.shape[-1]), length)
+        ref = ref.view(channels, 6, length)
     ref_grads = torch.autograd.grad(ref, params, grad_out)
     assert _rel(out, ref) < 1e-12
     for p, a, b in zip(params, grads, ref_grads):
         assert a.shape == p.shape and _rel(a, b) < 1e-10, f"seed {gen.initial_seed()}"
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_dss_kernel_is_finite_where_the_plain_softmax_overflows(backend, gen):
+    """Re(dt A) L = 200: exp(dt A l) overflows float32 (and the unshifted softmax with it); DSS's shifted softmax,
+    run here as modes that run backwards in time, gives the float64 definition to float32 accuracy, gradients too."""
+    from ssm_core.kernels import DiagKernel
+
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    length = 2001
+    kern = DiagKernel(2, 8, channels=1, discretization="zoh", real_transform="none", normalization="softmax",
+                      backend=backend).to(DEVICE)
+    with torch.no_grad():
+        kern.log_dt.fill_(math.log(0.1))
+        kern.a_real[:, ::2] = 1.0  # half the modes grow: Re(dt A) = 0.1
+        kern.c.normal_()
+    assert not torch.isfinite(torch.exp(torch.tensor(0.1 * (length - 1), dtype=torch.float32)))
+    out = kern(length)
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, list(kern.parameters()), grad_out)
+    ref64 = kern.double()
+    ref = _dss_reference(ref64, 1.0, length)
+    ref_grads = torch.autograd.grad(ref, list(ref64.parameters()), grad_out.double())
+    assert torch.isfinite(out).all() and _rel(out.double(), ref) < 1e-4, f"seed {gen.initial_seed()}"
+    for a, b in zip(grads, ref_grads):
+        assert torch.isfinite(a).all() and _rel(a.double(), b) < 1e-3, f"seed {gen.initial_seed()}"
 
 
 @pytest.mark.parametrize("channels,nyquist", [(1, True), (2, False)])
