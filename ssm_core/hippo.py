@@ -88,6 +88,23 @@ def nplr(measure: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a + p.T @ p, p, b
 
 
+#: bound on |Im B_n| of the projected HiPPO B at init (the authors' code clips V^* B so by default; the papers are
+#: silent) -- used by S4's DPLR init and S4D-LegS
+B_CLIP = 2.0
+
+
+def clip_imag(b: np.ndarray, clip: float | None, name: str = "b_clip") -> np.ndarray:
+    """b (any shape, complex) with its imaginary parts clipped to [-clip, clip]; ``clip=None``: b unchanged.
+
+    ``name`` is the caller's argument, named in the error for a bad ``clip``.
+    """
+    if clip is None:
+        return b
+    if not clip > 0:
+        raise ValueError(f"{name} must be a number > 0 or None, got {clip!r}")
+    return b.real + 1j * np.clip(b.imag, -clip, clip)
+
+
 @dataclass
 class DPLR:
     """A = V (Lambda - P~ P~^*) V^* restricted to one half of each conjugate pair.

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hippo import dplr, hippo_legs
+from .hippo import B_CLIP, clip_imag, dplr
 
 DIAGONAL_INITS = ("legs", "inv", "lin", "inv2", "quad", "rand", "real")
-
-#: bound on |Im B_n| of S4D-LegS's projected B (the authors' code; see s4d_legs_b)
-LEGS_B_CLIP = 2.0
 
 
 def _check_state_size(n: int) -> int:
@@ -26,7 +23,7 @@ def s4d_legs(n: int) -> np.ndarray:
     return dplr("legs", n).lam
 
 
-def s4d_legs_b(n: int, clip: float | None = LEGS_B_CLIP) -> np.ndarray:
+def s4d_legs_b(n: int, clip: float | None = B_CLIP) -> np.ndarray:
     """B of S4D-LegS: the HiPPO-LegS B (S4D eq. 4) in the eigenbasis of A^(N) (eq. 5), B_n = (V^* B)_n.
 
     -> (n/2,) complex128, matching the eigenvalues of :func:`s4d_legs` (same order).
@@ -36,25 +33,12 @@ def s4d_legs_b(n: int, clip: float | None = LEGS_B_CLIP) -> np.ndarray:
     LegS means S4's B in the eigenbasis, V^* B. It is silent on the scale and on clipping; we follow the
     authors' code: V^* B without the factor 1/2 of Theorem 3 (K_{A^(N), B/2} -> K_{A, B}), and the imaginary
     part of each entry clipped to [-clip, clip] (``clip=None``: no clipping; then the diagonal system is
-    unitarily equivalent to (A^(N), B)). Clipping depends on the phase of each eigenvector v_n; as in the
-    authors' code (LAPACK's convention) the phase makes the first entry of v_n real, here chosen positive;
-    the clipped value does not depend on that sign, nor on conjugating the whole system. The authors' code
-    clips S4's DPLR B the same way; this suite's S4 keeps the unclipped V^* B, so S4D-LegS equals S4-LegS
-    with the low-rank term masked out only with ``clip=None``.
+    unitarily equivalent to (A^(N), B)). S4's DPLR init clips its B the same way (:mod:`ssm_core.kernels.dplr`),
+    so S4D-LegS is S4-LegS with the low-rank term masked out, clipped or not. Clipping depends on the phase of
+    each eigenvector; :func:`ssm_core.hippo.dplr` makes the first entry real and positive (LAPACK's
+    convention in the authors' code up to sign; the clipped value does not depend on that sign).
     """
-    form = dplr("legs", n)
-    first = form.v[0]  # (n/2,) first entry of each eigenvector
-    if np.any(np.abs(first) < 1e-12):
-        raise ValueError(f"s4d_legs_b: an eigenvector of A^(N) (N={n}) has a zero first entry; "
-                         "its phase is undefined")
-    _, b_hippo = hippo_legs(n)  # (n,) real
-    v = form.v * (np.abs(first) / first)[None, :]  # (n, n/2): first row real > 0
-    b = v.conj().T @ b_hippo  # (n/2,)
-    if clip is not None:
-        if not clip > 0:
-            raise ValueError(f"s4d_legs_b: clip must be a positive number or None, got {clip!r}")
-        b = b.real + 1j * np.clip(b.imag, -clip, clip)
-    return b.astype(np.complex128)
+    return clip_imag(dplr("legs", n).b, clip, "legs_b_clip").astype(np.complex128)
 
 
 def s4d_inv(n: int, nodes: np.ndarray | None = None) -> np.ndarray:
@@ -99,7 +83,7 @@ def s4d_rand(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bool = False,
                   random_real: bool = False, seed: int | None = None,
-                  legs_b_clip: float | None = LEGS_B_CLIP) -> tuple[np.ndarray, np.ndarray]:
+                  legs_b_clip: float | None = B_CLIP) -> tuple[np.ndarray, np.ndarray]:
     """(lam (N/2,) complex128, b (N/2,) complex128) for the named S4D initialization.
 
     Ablations of S4D Table 3a:

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from ssm_core.hippo import dplr, hippo_legs, nplr
-from ssm_core.inits import (DIAGONAL_INITS, LEGS_B_CLIP, diagonal_init, s4d_inv, s4d_inv2, s4d_legs, s4d_legs_b,
+from ssm_core.hippo import B_CLIP, dplr, hippo_legs, nplr
+from ssm_core.inits import (DIAGONAL_INITS, diagonal_init, s4d_inv, s4d_inv2, s4d_legs, s4d_legs_b,
                             s4d_lin, s4d_quad, s4d_real)
 
 SIZES = [2, 8, 64]
@@ -195,10 +195,10 @@ def test_s4d_legs_b_is_eq4_b_projected_on_the_eigenvectors_of_eq5(n: int) -> Non
     projected = v.conj().T @ legs_eq4(n)[1]  # (n/2,)
     scale = np.abs(projected).max()
     np.testing.assert_allclose(s4d_legs_b(n, clip=None), projected, rtol=0, atol=1e-11 * scale)
-    inside = np.abs(projected.imag) <= LEGS_B_CLIP - 1e-6
+    inside = np.abs(projected.imag) <= B_CLIP - 1e-6
     np.testing.assert_allclose(b[inside], projected[inside], rtol=0, atol=1e-11 * scale)
     np.testing.assert_allclose(b.real, projected.real, rtol=0, atol=1e-11 * scale)
-    np.testing.assert_allclose(b.imag[~inside], LEGS_B_CLIP * np.sign(projected.imag[~inside]), rtol=1e-12)
+    np.testing.assert_allclose(b.imag[~inside], B_CLIP * np.sign(projected.imag[~inside]), rtol=1e-12)
     if n >= 64:  # the clip acts at the sizes the experiments use (B_0 ~ N/sqrt(pi) before clipping)
         assert (~inside).sum() >= n // 8
     # the ablations of Table 3a keep the projected B
@@ -206,7 +206,7 @@ def test_s4d_legs_b_is_eq4_b_projected_on_the_eigenvectors_of_eq5(n: int) -> Non
 
 
 def test_s4d_legs_b_clip_is_checked() -> None:
-    with pytest.raises(ValueError, match="clip must be a positive number or None"):
+    with pytest.raises(ValueError, match="legs_b_clip must be a number > 0 or None"):
         diagonal_init("legs", 8, legs_b_clip=0.0)
 
 

@@ -165,3 +165,12 @@ def test_dplr_b_is_clipped_as_the_authors_code_and_exact_without_clip(init: str)
     assert torch.allclose(clipped.imag, ref.imag.clamp(-2, 2).to(clipped.imag.dtype), atol=1e-5)
     with pytest.raises(ValueError, match="b_clip"):
         DPLRKernel(d_model=2, d_state=16, init=init, b_clip=0)
+
+
+@pytest.mark.parametrize("b_clip", [2.0, None])
+def test_s4d_legs_starts_as_s4_legs_with_the_low_rank_term_masked(b_clip) -> None:
+    """S4D Section 3.4: base S4D is S4 with P = 0 -- the same Lambda and B at init, clipped or not."""
+    diag = DiagKernel(d_model=2, d_state=64, init="legs", init_kwargs={"legs_b_clip": b_clip}).double()
+    s4 = DPLRKernel(d_model=2, d_state=64, init="legs", b_clip=b_clip).double()
+    assert torch.equal(as_complex(diag.b), as_complex(s4.b))
+    assert torch.equal(diag.a_imag, s4.a_imag) and torch.allclose(real_part(diag.a_real, "exp"), s4.lam().real)

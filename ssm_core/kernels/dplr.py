@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from ..hippo import MEASURES, dplr
+from ..hippo import B_CLIP, MEASURES, clip_imag, dplr
 from ..ops import cauchy
 from .graphs import cache_of
 from .graphs import run as run_graphed
@@ -31,10 +31,6 @@ from .params import REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real
 #: S4-(LegS/FouT): half the SSMs of a layer LegS, half FouT)
 MIXED_MEASURES = {"legs/fout": ("legs", "fout")}
 INITS = MEASURES + tuple(MIXED_MEASURES)
-
-
-#: bound on |Im B_n| at init (the authors' code clips V^* B so; the paper is silent -- see DPLRKernel)
-B_CLIP = 2.0
 
 
 def _dplr_copies(init: str, d_state: int, n_ssm: int, b_clip: float | None = B_CLIP
@@ -51,11 +47,7 @@ def _dplr_copies(init: str, d_state: int, n_ssm: int, b_clip: float | None = B_C
     share = n_ssm // len(measures)
     lam = torch.cat([torch.as_tensor(f.lam).expand(share, -1) for f in forms])  # (n_ssm, N/2)
     p = torch.cat([torch.as_tensor(f.p)[:, None, :].expand(-1, share, -1) for f in forms], 1)  # (rank, n_ssm, N/2)
-    b = torch.cat([torch.as_tensor(f.b).expand(share, -1) for f in forms])  # (n_ssm, N/2)
-    if b_clip is not None:
-        if not b_clip > 0:
-            raise ValueError(f"b_clip must be a number > 0 or None, got {b_clip!r}")
-        b = torch.complex(b.real, b.imag.clamp(-b_clip, b_clip))
+    b = torch.cat([torch.as_tensor(clip_imag(f.b, b_clip)).expand(share, -1) for f in forms])  # (n_ssm, N/2)
     return lam.clone(), p.clone(), b.clone()
 
 
