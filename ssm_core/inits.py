@@ -9,6 +9,9 @@ import numpy as np
 
 from .hippo import B_CLIP, clip_imag, dplr
 
+#: B of the 'legs' init: the projected HiPPO B (S4D-LegS, the authors' code) or ones (DSS, whose W = B o C is learned
+#: from a random C: its B is 1)
+LEGS_B = ("projected", "ones")
 DIAGONAL_INITS = ("legs", "inv", "lin", "inv2", "quad", "rand", "real")
 
 
@@ -83,7 +86,7 @@ def s4d_rand(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bool = False,
                   random_real: bool = False, seed: int | None = None,
-                  legs_b_clip: float | None = B_CLIP) -> tuple[np.ndarray, np.ndarray]:
+                  legs_b_clip: float | None = B_CLIP, legs_b: str = "projected") -> tuple[np.ndarray, np.ndarray]:
     """(lam (N/2,) complex128, b (N/2,) complex128) for the named S4D initialization.
 
     Ablations of S4D Table 3a:
@@ -93,7 +96,8 @@ def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bo
       random_real  real parts -U[0, 1] instead of -1/2.
     B is all ones (S4D Section 3.3: "B (set to 1)"), except for 'legs': the HiPPO-LegS B projected on the
     eigenvectors of A^(N), imaginary parts clipped to [-legs_b_clip, legs_b_clip] (:func:`s4d_legs_b`; the
-    authors' code; None: no clipping), also under the ablations above.
+    authors' code; None: no clipping), also under the ablations above; ``legs_b='ones'`` gives 'legs' B = 1 too
+    (DSS, which learns W = B o C from a random C; SSMLayer(mode='dss') asks for it).
     A zero frequency is kept exactly 0 (S4D-Lin's n = 0, eq. 9; S4D-Real, Section 5.2): the authors' code
     raises |Im A_n| to 1e-4 when it registers the parameters, a detail the paper's equations do not have.
     """
@@ -114,5 +118,8 @@ def diagonal_init(name: str, n: int, *, imag_scale: float = 1.0, random_imag: bo
     lam = lam.real + 1j * imag_scale * lam.imag
     if random_real:
         lam = -rng.uniform(0.0, 1.0, size=half) + 1j * lam.imag
-    b = s4d_legs_b(n, legs_b_clip) if name == "legs" else np.ones(half, dtype=np.complex128)
+    if legs_b not in LEGS_B:
+        raise ValueError(f"legs_b={legs_b!r} not allowed; choose one of {list(LEGS_B)}")
+    projected = name == "legs" and legs_b == "projected"
+    b = s4d_legs_b(n, legs_b_clip) if projected else np.ones(half, dtype=np.complex128)
     return lam.astype(np.complex128), b

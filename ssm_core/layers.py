@@ -50,9 +50,10 @@ class SSMLayer(nn.Module):
         if mode == "s4":
             self.kernel: nn.Module = DPLRKernel(**common, **kernel_kwargs)
         else:
-            if mode == "dss":
+            if mode == "dss":  # B = 1 frozen: DSS learns W = B o C from a random C, so its B is not HiPPO's
                 kernel_kwargs = {"discretization": "zoh", "real_transform": "none", "trainable_b": False,
-                                 "normalization": "softmax", **kernel_kwargs}
+                                 "normalization": "softmax", **kernel_kwargs,
+                                 "init_kwargs": {"legs_b": "ones", **(kernel_kwargs.get("init_kwargs") or {})}}
             self.kernel = DiagKernel(**common, **kernel_kwargs)
         self.d = nn.Parameter(torch.randn(channels, d_model))  # D skip, (C, H)
         self.activation = ACTIVATIONS[activation]()  # step mode; forward fuses the same function into fft_conv

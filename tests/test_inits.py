@@ -217,3 +217,19 @@ def test_bad_arguments_are_reported() -> None:
         diagonal_init("nope", 8)
     with pytest.raises(ValueError, match="random_imag"):
         diagonal_init("legs", 8, random_imag=True)
+
+
+def test_dss_keeps_b_one_while_s4d_legs_projects_it() -> None:
+    """DSS learns W = B o C from a random C (B = 1, frozen); S4D-LegS starts from the projected HiPPO B."""
+    import torch
+
+    from ssm_core import SSMLayer
+    from ssm_core.kernels.params import as_complex
+
+    dss = SSMLayer(d_model=2, d_state=16, mode="dss", init="legs").kernel
+    s4d = SSMLayer(d_model=2, d_state=16, mode="s4d", init="legs").kernel
+    assert torch.equal(as_complex(dss.b), torch.ones_like(as_complex(dss.b)))
+    assert not dss.b.requires_grad
+    assert not torch.allclose(as_complex(s4d.b), torch.ones_like(as_complex(s4d.b)))
+    with pytest.raises(ValueError, match="legs_b"):
+        diagonal_init("legs", 16, legs_b="random")
