@@ -102,6 +102,7 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "spec_path": str(spec.path),
         "spec": spec.resolved,
         "data": data,
+        "data_note": tier_spec.suite_data.note if data == "suite" else "",
         "selected_cells": [list(c) for c in selected],
         "cell_patterns": list(cells),
         "config": dataclasses.asdict(config),
