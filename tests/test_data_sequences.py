@@ -111,8 +111,8 @@ def test_half_rate_test_is_naive_decimation(sc_root: Path) -> None:
 
 
 def _mfcc_reference(x: torch.Tensor) -> torch.Tensor:
-    """float64 MFCC written from the definition (torchaudio's MFCC defaults), independent of librosa:
-    x (B, 16000) -> (B, 161, 20)."""
+    """float64 MFCC written out from the definition (torchaudio's MFCC defaults), independent of
+    runners/data/mfcc.py: x (B, 16000) -> (B, 161, 20)."""
     n_fft, hop, n_mels, n_mfcc, sr = 200, 100, 64, 20, 16000
     win = torch.hann_window(n_fft, periodic=True, dtype=torch.float64)
     spec = torch.stft(x, n_fft, hop, n_fft, win, center=True, pad_mode="reflect", return_complex=True)
@@ -132,7 +132,6 @@ def _mfcc_reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_mfcc_matches_definition_and_shape(sc_root: Path) -> None:
-    pytest.importorskip("librosa")
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(3, 16000, generator=gen, dtype=torch.float64) * 0.1
     x[2, 9000:] = 0.0  # a zero-padded clip: the log offset matters there
@@ -148,6 +147,26 @@ def test_mfcc_matches_definition_and_shape(sc_root: Path) -> None:
     assert xs.shape == (20, 161, 20)
     flat = xs.reshape(-1, 20).double()  # per-coefficient train normalisation
     assert flat.mean(0).abs().max() < 1e-4 and (flat.std(0) - 1).abs().max() < 1e-3
+
+
+def test_mfcc_equals_librosa_reference_numbers() -> None:
+    """Values computed once with librosa 0.11 (melspectrogram with htk=True, norm=None, then log(mel + 1e-6)
+    and an orthonormal DCT-II, the parameters of MFCC_PARAMS) on two deterministic signals: a two-tone mix and
+    a chirp zero-padded after 9000 samples. The suite no longer depends on librosa; these pin its numbers."""
+    t = np.arange(16000) / 16000
+    x = np.stack([0.3 * np.sin(2 * np.pi * 440 * t) + 0.1 * np.sin(2 * np.pi * 3000 * t),
+                  0.2 * np.sin(2 * np.pi * (100 + 2000 * t) * t)])
+    x[1, 9000:] = 0.0
+    got = mfcc_features(x)  # (2, 161, 20)
+    want_tones = [[-10.353106, 8.105993, 2.530915, 1.022671, -15.636595, -9.823811],  # frames 0, 80, 160
+                  [-65.9924, 26.864395, 2.140032, 5.970273, -23.045261, -21.839245],
+                  [-14.60318, 13.164856, 0.985306, -2.4441, -13.685724, -6.402289]]
+    want_chirp = [[-47.78696, 23.368828, 2.754921, -0.418462, -2.367696, -3.283891],  # frames 0, 50, 120
+                  [-91.724045, 6.921937, -20.83023, -15.307829, 9.892269, 15.392384],
+                  [-110.52408, 0.0, 0.0, 0.0, 0.0, 0.0]]
+    assert got.shape == (2, 161, 20) and got.dtype == np.float32
+    np.testing.assert_allclose(got[0, [0, 80, 160], :6], want_tones, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1, [0, 50, 120], :6], want_chirp, rtol=1e-4, atol=1e-4)
 
 
 def test_sc_cache_roundtrip(sc_root: Path) -> None:

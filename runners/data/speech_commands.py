@@ -12,7 +12,7 @@ named in validation_list.txt is validation, in testing_list.txt test, in neither
   Normalised with one mean and std over all training samples (d_input = 1).
 - ``features="mfcc"``: x (161, 20), the features of the S4 code (torchaudio
   ``MFCC(log_mels=True, n_mfcc=20, melkwargs=dict(n_fft=200, n_mels=64))`` at 16 kHz), computed
-  here with librosa (see :data:`MFCC_PARAMS`), each coefficient normalised with its training mean
+  in torch by :mod:`runners.data.mfcc`, each coefficient normalised with its training mean
   and std (as the S4 code).
 - ``test_decimation=2`` (raw only): the 0.5x column / S4D Table 11's 0-shot 8 kHz test. Test audio
   is decimated naively (every other sample, no anti-aliasing filter; S4D Table 11 caption) to length
@@ -25,7 +25,6 @@ loaders normalise each time step separately; here one mean/std for the single ch
 """
 from __future__ import annotations
 
-import warnings
 import wave
 from pathlib import Path
 from typing import Optional
@@ -38,37 +37,19 @@ from tqdm import tqdm
 from runners.data.base import DatasetError, TaskData, data_root
 from runners.data.cache import cached, file_fingerprint
 from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get)
+from runners.data.mfcc import S4_MFCC, mfcc
 
 SAMPLE_RATE = 16000
 CLIP_LEN = 16000  # 1 s at 16 kHz
 LIST_FILES = ("validation_list.txt", "testing_list.txt")
 
-# MFCC parameters equal to torchaudio.transforms.MFCC(sample_rate=16000, n_mfcc=20, log_mels=True,
-# melkwargs=dict(n_fft=200, n_mels=64)) with its defaults filled in: 200-sample (12.5 ms) periodic
-# Hann window, hop 100 (= n_fft // 2), centred frames with reflect padding -> 1 + 16000 // 100 = 161
-# frames; power spectrogram; 64 HTK-scale mel filters from 0 to 8000 Hz without area normalisation;
-# log(mel + 1e-6); orthonormal DCT-II keeping 20 coefficients.
-MFCC_PARAMS = dict(sr=SAMPLE_RATE, n_fft=200, win_length=200, hop_length=100, window="hann",
-                   center=True, pad_mode="reflect", power=2.0, n_mels=64, fmin=0.0, fmax=8000.0,
-                   htk=True, norm=None, log_offset=1e-6, n_mfcc=20, dct_type=2, dct_norm="ortho")
-MFCC_FRAMES = 1 + CLIP_LEN // MFCC_PARAMS["hop_length"]  # 161
+MFCC_PARAMS = S4_MFCC.as_dict()  # the S4 code's torchaudio MFCC parameters (runners/data/mfcc.py)
+MFCC_FRAMES = 1 + CLIP_LEN // S4_MFCC.hop_length  # 161
 
 
 def mfcc_features(waves: np.ndarray) -> np.ndarray:
     """MFCC of S4 Table 5's MFCC column: waves (..., 16000) float -> (..., 161, 20) float32."""
-    import librosa  # optional dependency (pip install librosa); imported only for MFCC
-
-    p = MFCC_PARAMS
-    with warnings.catch_warnings():  # "Empty filters detected": expected for n_fft=200, n_mels=64
-        warnings.filterwarnings("ignore", message="Empty filters detected")
-        mel = librosa.feature.melspectrogram(
-            y=np.asarray(waves, dtype=np.float32), sr=p["sr"], n_fft=p["n_fft"], hop_length=p["hop_length"],
-            win_length=p["win_length"], window=p["window"], center=p["center"], pad_mode=p["pad_mode"],
-            power=p["power"], n_mels=p["n_mels"], fmin=p["fmin"], fmax=p["fmax"], htk=p["htk"], norm=p["norm"])
-    # mel (..., 64, 161); with n_fft=200 a few low mel filters cover no FFT bin and stay 0 (as in torchaudio)
-    log_mel = np.log(mel + p["log_offset"])
-    mfcc = librosa.feature.mfcc(S=log_mel, n_mfcc=p["n_mfcc"], dct_type=p["dct_type"], norm=p["dct_norm"])
-    return np.ascontiguousarray(np.swapaxes(mfcc, -1, -2), dtype=np.float32)  # (..., 161, 20)
+    return mfcc(torch.from_numpy(np.asarray(waves))).numpy().astype(np.float32)  # (..., 161, 20)
 
 
 def read_wav(path: Path) -> np.ndarray:
@@ -167,7 +148,7 @@ def load_speech_commands(data_dir: Optional[Path] = None, *, subset: str = "sc10
     folder = root / SPEECH_COMMANDS_DIR
     words = SC10_WORDS if subset == "sc10" else SPEECH_COMMANDS_WORDS
     splits = scan_splits(folder, words)
-    key = {"v": 1, "subset": subset, "features": features,
+    key = {"v": 2 if features == "mfcc" else 1, "subset": subset, "features": features,
            "sources": file_fingerprint([folder / n for n in LIST_FILES]),
            "files": {k: len(v) for k, v in splits.items()}}
 
