@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Union
 
 import torch
+from tqdm.auto import tqdm
 
 #: A measured value: a number, the string "X" (failed / out of memory, as in the papers), or None (not measured).
 Value = Union[float, int, str, None]
@@ -52,10 +55,29 @@ class RunContext:
     deadline: float | None = None
     #: train only these (row, task) units of a training table (one child process of ``run --gpus``); None: all
     units: frozenset[tuple[str, str]] | None = None
+    logs: tuple[str, ...] = ()  # extra training logs beside metrics.jsonl ("tensorboard"; runners/train/tb_log.py)
+    _started: dict[str, tuple[float, int]] = field(default_factory=dict, repr=False, init=False)
 
     def wants(self, row: str, columns: list[str]) -> bool:
         """Whether any of ``row``'s ``columns`` is selected."""
         return self.selected is None or any((row, c) in self.selected for c in columns)
+
+    def cell_started(self, label: str, cells: list[Cell]) -> None:
+        """Call when the work of a cell (or of cells computed together, ``label`` naming them) starts; ``cells``:
+        the runner's list of cells so far. Prints one line, so that a log says which cell is running."""
+        self._started[label] = (time.perf_counter(), len(cells))
+        _say(f"[{self.spec_id} {self.tier}] {label}: started")
+
+    def cell_finished(self, label: str, cells: list[Cell], outcome: str | None = None) -> None:
+        """Call when that work is done: one line with the cells it added to ``cells`` and the time it took (or,
+        given, the ``outcome`` of work that did not finish, e.g. "paused at the deadline")."""
+        t0, n0 = self._started.pop(label, (time.perf_counter(), len(cells)))
+        seconds = time.perf_counter() - t0
+        if outcome is not None:
+            _say(f"[{self.spec_id} {self.tier}] {label}: {outcome} after {seconds:.1f} s")
+            return
+        done = ", ".join(_cell_text(c, label) for c in cells[n0:]) or "no cell"
+        _say(f"[{self.spec_id} {self.tier}] {label}: done in {seconds:.1f} s: {done}")
 
 
 class Paused(RuntimeError):
@@ -65,6 +87,17 @@ class Paused(RuntimeError):
     def __init__(self, cells: list[str]) -> None:
         super().__init__("; ".join(cells))
         self.cells = cells
+
+
+def _say(line: str) -> None:
+    tqdm.write(line, file=sys.stdout)  # above any progress bar
+    sys.stdout.flush()
+
+
+def _cell_text(cell: Cell, label: str) -> str:
+    value = f"{cell.value:.4g}" if isinstance(cell.value, float) else str(cell.value)
+    name = f"{cell.row} / {cell.column}"
+    return value if name == label else f"{name} = {value}"
 
 
 @dataclass

@@ -54,6 +54,7 @@ def log_distance(im: np.ndarray, law: np.ndarray) -> float:
 def run_conjecture5(cfg: Conjecture5Config, ctx: RunContext) -> RunOutput:
     cells, offsets, ratios = [], [], {}
     for n in cfg.state_sizes:
+        ctx.cell_started(f"N={n}", cells)
         lam = s4d_legs(n)  # (N/2,) sorted by decreasing imaginary part
         im = lam.imag
         if np.any(np.diff(im) > 0) or im.min() <= 0:
@@ -73,6 +74,7 @@ def run_conjecture5(cfg: Conjecture5Config, ctx: RunContext) -> RunOutput:
             cells.append(Cell(f"log dist. {name}", col, log_distance(im, law(n).imag), "ln",
                               "rms of log(Im(A)_n / law_n) over n"))
         ratios[str(n)] = to_json(im / s4d_inv(n).imag)
+        ctx.cell_finished(f"N={n}", cells)
 
     n_plot = cfg.plot_state_size
     series = {

@@ -108,10 +108,12 @@ def run_proposition1(cfg: Proposition1Config, ctx: RunContext) -> RunOutput:
     threads = torch.get_num_threads()
     # the dense reference is ~L tiny batched mat-vecs: one thread avoids oversubscription (10x faster on 2 cores)
     torch.set_num_threads(1)
+    ctx.cell_started("every cell", [])  # one pass measures them all
     try:
         cells = _measure(cfg, common, length, ctx.seed)
     finally:
         torch.set_num_threads(threads)
+    ctx.cell_finished("every cell", cells)
     notes = [(f"float64, N={cfg.state_size}, L={length}, H={cfg.d_model}, channels={cfg.channels}, "
               f"dt log-uniform in [{cfg.dt_min:g}, {cfg.dt_max:g}], Cauchy / Vandermonde backend 'torch'.")]
     return RunOutput(cells=cells, series={}, notes=notes)

@@ -84,6 +84,7 @@ def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput:
     cells, errs = [], {"weak": [], "sup": [], "sup_far": [], "bilinear": [], "zoh": []}
     plot = {}
     for n in cfg.state_sizes:
+        ctx.cell_started(col(n), cells)
         lam, coef = s4d_legs_modes(n, rows=m)  # (N/2,), (m, N/2)
         k_d = modal_basis(lam, coef, ts)
         errs["weak"].append(rel_max_error(modal_basis_integral(lam, coef, ts), i_s4))
@@ -101,6 +102,7 @@ def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput:
             Cell("bilinear error", col(n), errs["bilinear"][-1], "rel", f"discrete kernels at dt={cfg.dt:g}"),
             Cell("ZOH error", col(n), errs["zoh"][-1], "rel", f"discrete kernels at dt={cfg.dt:g}"),
         ]
+        ctx.cell_finished(col(n), cells)
     slope = float(np.polyfit(np.log(cfg.state_sizes), np.log(errs["weak"]), 1)[0]) if len(cfg.state_sizes) > 1 \
         else float("nan")
     cells.append(Cell("weak error", "log-log slope", slope, "-",

@@ -38,6 +38,7 @@ def run_theorem6(cfg: Theorem6Config, ctx: RunContext) -> RunOutput:
     cells, errors = [], []
     k_plot = None
     for n in cfg.state_sizes:
+        ctx.cell_started(f"N={n}", cells)
         a, b = hippo_legs(n)
         k = dense_basis(a, b, ts)  # (G, N)
         errors.append(rel_max_error(k, legendre_formula(n, ts)))
@@ -45,6 +46,7 @@ def run_theorem6(cfg: Theorem6Config, ctx: RunContext) -> RunOutput:
                           "max_t,n |e^{tA}B - L_n(e^-t) e^-t| / max |K|"))
         if k_plot is None:
             k_plot = k[:, cfg.plot_basis]
+        ctx.cell_finished(f"N={n}", cells)
     tp = thin(ts, cfg.plot_points)
     series = {"state_sizes": list(cfg.state_sizes), "errors": errors, "plot_basis": list(cfg.plot_basis),
               "t": to_json(tp), "k_expm": to_json(thin(k_plot, cfg.plot_points).T),  # (len(plot_basis), G')

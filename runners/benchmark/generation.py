@@ -266,6 +266,7 @@ def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
               f"device {ctx.device}")]
     with float32_matmul(cfg.allow_tf32):
         for s in cfg.parsed_settings:
+            ctx.cell_started(s.name, cells)
             with cuda_memory_limit(s.memory_limit_gib, ctx.device) as limit_note:
                 got = {}
                 for name in cfg.models:
@@ -284,6 +285,7 @@ def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
                                   f"bytes of one sequence's state after {s.length} tokens / 1024 (S4 Section 4.3: "
                                   f"constant per step for recurrent models, growing with the context for attention)"))
             series[s.name] = {name: {k: v for k, v in m.items() if k != "note"} for name, m in got.items()}
+            ctx.cell_finished(s.name, cells)
             notes.append(f"{s.name}: " + ", ".join(
                 f"{name} batch {m['batch']} ({m['params']:,} params)" for name, m in got.items()))
     return RunOutput(cells=cells, series=series, notes=notes)

@@ -84,6 +84,7 @@ def run_s4_vs_lssl(cfg: S4VsLSSLConfig, ctx: RunContext) -> RunOutput:
         if limit_note:
             notes.append(limit_note)
         for label in cfg.dims:
+            ctx.cell_started(f"H={label}", cells)
             h = label // cfg.dim_divisor
             n_s4 = _s4_state(h, cfg.s4_state_fraction)
             where = f"measured at H={h} (smoke size for the H={label} column); " if h != label else ""
@@ -109,6 +110,7 @@ def run_s4_vs_lssl(cfg: S4VsLSSLConfig, ctx: RunContext) -> RunOutput:
             series["dims"].append(label)
             series["run_dims"].append(h)
             series["s4_d_state"].append(n_s4)
+            ctx.cell_finished(f"H={label}", cells)
             if lssl.params and s4.params:
                 notes.append(f"H={h}: parameters LSSL {lssl.params:,} (N={h}) vs S4 {s4.params:,} "
                              f"(d_state={n_s4}), ratio {s4.params / lssl.params:.3f}")

@@ -112,6 +112,7 @@ def run_vs_transformers(cfg: VsTransformersConfig, ctx: RunContext) -> RunOutput
         if limit_note:
             notes.append(limit_note)
         for label in cfg.lengths:
+            ctx.cell_started(f"L={label}", cells)
             length = label // cfg.length_divisor
             where = f"measured at L={length} (smoke size for the L={label} column); " if length != label else ""
             got = {}
@@ -132,6 +133,7 @@ def run_vs_transformers(cfg: VsTransformersConfig, ctx: RunContext) -> RunOutput
                 cells.append(Cell(name, f"Mem. L={label}", ratio(m.mb, ref.mb), "ratio", mem_note))
             series["lengths"].append(label)
             series["run_lengths"].append(length)
+            ctx.cell_finished(f"L={label}", cells)
     for name in cfg.models:
         if name in params:
             cells.append(Cell(name, "Params", params[name], "parameters",

@@ -42,7 +42,7 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -61,6 +61,7 @@ from . import checkpoint as ckpt_io
 from . import distributed as dist_io
 from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
 from .schedule import LRSchedule
+from .tb_log import EpochLog
 
 TASK_TYPES = ("classification", "regression")
 
@@ -89,7 +90,8 @@ class TrainResult:
 
 def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, run_dir: Path,
           device: torch.device, progress: bool = True, *, model_config: Optional[dict] = None,
-          on_step: Optional[Callable[[int, int], None]] = None, deadline: Optional[float] = None) -> TrainResult:
+          on_step: Optional[Callable[[int, int], None]] = None, deadline: Optional[float] = None,
+          logs: Sequence[str] = ()) -> TrainResult:
     """Train ``model_fn()`` on ``task`` under ``cfg``; resumes from ``run_dir/checkpoint.pt`` if present.
 
     ``model_config`` (plain JSON-able dict, optional) is stored in the checkpoint and must match on
@@ -97,6 +99,7 @@ def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, r
     (after that step's checkpoint, if any); an exception from it aborts training as a crash would.
     ``deadline`` (a ``time.time()`` value): stop at the first step past it, evaluate and checkpoint the partial
     epoch, and return with stop reason "paused" (see the module docstring).
+    ``logs``: extra logs of each epoch beside metrics.jsonl, e.g. ("tensorboard",) (runners/train/tb_log.py).
     """
     cfg.validate()
     monitor = cfg.resolved_monitor(task.task_type)
@@ -105,12 +108,13 @@ def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, r
     run_dir, device = Path(run_dir), torch.device(device)
     info, device = dist_io.setup(device)
     return _train(model_fn, task, cfg, run_dir, device, progress and info.is_main, info, monitor, model_config,
-                  on_step, deadline)
+                  on_step, deadline, logs)
 
 
 def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: torch.device, show: bool,
            info: dist_io.DistInfo, monitor: str, model_config: Optional[dict],
-           on_step: Optional[Callable[[int, int], None]], deadline: Optional[float]) -> TrainResult:
+           on_step: Optional[Callable[[int, int], None]], deadline: Optional[float],
+           logs: Sequence[str] = ()) -> TrainResult:
     world, rank, main = info.world_size, info.rank, info.is_main
     per_rank, micro, steps_per_epoch = _batch_plan(task, cfg, world)
 
@@ -158,6 +162,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         _rewrite_jsonl(run_dir / "metrics.jsonl", history + ([partial] if partial else []))
+    epoch_log = EpochLog(run_dir, logs if main else (), task.task_type, next_epoch=len(history) + 1)
 
     net: nn.Module = DDP(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else model
     budget_s = cfg.max_minutes * 60 if cfg.max_minutes is not None else math.inf
@@ -274,10 +279,12 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             save(None)
         if main:
             _append_jsonl(run_dir / "metrics.jsonl", entry)
+            epoch_log.write(entry)
             if show:
                 tqdm.write(_epoch_line(entry, cfg.epochs, task.task_type))
 
     # ---- summary
+    epoch_log.close()
     speed_memory = measured()
     full_history = history + ([partial] if partial else [])
     best = best_validation(full_history, monitor)

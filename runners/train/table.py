@@ -251,6 +251,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             if ctx.deadline is not None and time.time() >= ctx.deadline:
                 paused.append(f"{row} / {col}: not started (deadline)")
                 continue
+            ctx.cell_started(f"{row} / {col}", cells)
             row_cfg = cfg.models[row]
             arch = row_cfg["arch"]
             model_kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}),
@@ -267,7 +268,8 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 with exclusive(ctx.work_dir / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
                     result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
                                    ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
-                                   on_step=evaluator.on_step if evaluator else None, deadline=ctx.deadline)
+                                   on_step=evaluator.on_step if evaluator else None, deadline=ctx.deadline,
+                                   logs=ctx.logs)
             except torch.cuda.OutOfMemoryError as exc:  # the papers' "X": the model does not fit
                 oom = " ".join(str(exc).split())[:300]
             if oom is not None:
@@ -278,11 +280,13 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 cells += [Cell(row, ev.column, "X", note=f"CUDA out of memory: {oom}") for ev, _ in todo]
                 series[f"{row} / {col}"] = {"history": [], "out_of_memory": oom, "seq_len": task.seq_len}
                 notes.append(f"{row} / {col}: X (CUDA out of memory: {oom})")
+                ctx.cell_finished(f"{row} / {col}", cells)
                 continue
             if result.stop_reason == "paused":  # not finished: no value until a later call completes it
                 last = result.history[-1] if result.history else None
                 paused.append(f"{row} / {col}: {sum(not e['partial'] for e in result.history)}/{train_cfg.epochs} "
                               f"epochs" + (f", last val {last['val_metric']:.2f}" if last else ""))
+                ctx.cell_finished(f"{row} / {col}", cells, outcome="paused at the deadline")
                 continue
             cells += (picked_cells(row, picks, task.task_type == "regression", result) if picks
                       else metric_cells(row, col, cfg.metrics, task, result))
@@ -301,6 +305,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                      else "steps/s not measured")
             notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
                          f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}; stop: {result.stop_reason}")
+            ctx.cell_finished(f"{row} / {col}", cells)
     if paused:
         raise Paused(paused)
     return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes)
