@@ -1,7 +1,16 @@
-"""CLI: python -m runners {run, check, report, list, validate}."""
+"""The reproduction suite's command line: python -m runners (installed as ssm-repro).
+
+    run       run specs at a tier and write results/ (--set, --cells, --show-config, --dry-run, ...)
+    check     diff the latest results with the papers' values (expected/); exit 1 on FAIL
+    report    write the markdown reports tables/*.md from the results
+    compare   two results files of one spec side by side; exit 1 when a cell regressed
+    list      the specs, their runners and which tiers have results
+    validate  every spec and expected file
+"""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -9,13 +18,18 @@ from pathlib import Path
 from tabulate import tabulate
 
 from . import registry
+from . import results as results_mod
 from .compare import compare, latest_result, load_result, summary
 from .expected import expected_path, load_expected
 from .report import fmt, report_all
+from .overrides import apply_overrides, config_yaml
 from .registry import Paused
+from .result_diff import compare_files, regressions
 from .run import NotRunnable, run_spec, tier_config, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
+from .selection import cell_name, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
+from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
 
 EXIT_FAIL, EXIT_NOT_RUNNABLE, EXIT_BAD_SPEC = 1, 3, 2  # EXIT_PAUSED (4): stopped at --stop-after-minutes
 
@@ -25,6 +39,7 @@ def _specs(names: list[str]) -> list:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    check_logs(args.log)
     status = 0
     specs = []
     if (args.cells or args.data != "release" or args.gpus or args.unit) and len(args.spec) != 1:
@@ -38,6 +53,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"NOT-RUN: {name}: no spec / runner for this table yet; the paper's values are in "
                   f"{expected_path(name)} and its report lists every cell as NOT-RUN", file=sys.stderr)
             status = EXIT_NOT_RUNNABLE
+    specs = [with_settings(spec, args) for spec in specs]
+    if args.show_config or args.dry_run:
+        return show_plan(specs, args) or status
     deadline = time.time() + 60.0 * args.stop_after_minutes if args.stop_after_minutes is not None else None
     for spec in specs:
         if args.gpus:
@@ -51,7 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             unit = [(row, task)]
         try:
             path = run_spec(spec, args.tier, progress=not args.no_progress, cells=args.cells, data=args.data,
-                            deadline=deadline, write_result=not args.train_only, units=unit)
+                            deadline=deadline, write_result=not args.train_only, units=unit,
+                            results_root=args.output, logs=args.log)
         except NotRunnable as exc:
             print(f"NOT-RUN: {exc}", file=sys.stderr)
             status = status or EXIT_NOT_RUNNABLE
@@ -67,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
     """``run --gpus``: one training cell per GPU in its own process (runners/scheduler.py), then the results file."""
-    from .selection import select_cells, selected_set
+    from .selection import selected_set
     from .train.table import TrainTableConfig, units_to_train
 
     try:
@@ -88,8 +107,8 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         raise SpecError(f"{spec.path}: {exc}") from None
     log_dir = work_dir_for(spec, args.tier) / "logs"
     print(f"{spec.id} [{args.tier}, data {args.data}]: {len(units)} cell(s) on GPU(s) {', '.join(gpus)}")
-    outcome = schedule_units(units, gpus, child_launcher(spec.path, args.tier, args.data, args.cells, n_gpus=len(gpus)), log_dir,
-                             deadline)
+    outcome = schedule_units(units, gpus, child_launcher(spec.path, args.tier, args.data, args.cells, n_gpus=len(gpus),
+                                                         extra_args=settings_args(args)), log_dir, deadline)
     for o in outcome.failed:
         print(f"FAILED: {o.unit[0]} / {o.unit[1]} on GPU {o.gpu} ({o.status}); end of {o.log}:\n{log_tail(o.log)}",
               file=sys.stderr)
@@ -101,9 +120,67 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         print(f"PAUSED: {spec.id} [{args.tier}]: {len(outcome.finished)} of {len(units)} cell(s) finished; run the "
               f"same command to resume: " + "; ".join(waiting), file=sys.stderr)
         return EXIT_PAUSED
-    path = run_spec(spec, args.tier, progress=False, cells=args.cells, data=args.data)
+    path = run_spec(spec, args.tier, progress=False, cells=args.cells, data=args.data, results_root=args.output)
     print(f"{spec.id} [{args.tier}]: wrote {path}")
     return 0
+
+
+def with_settings(spec, args: argparse.Namespace):
+    """``spec`` with ``run --set`` and ``--seed`` applied to the tier that runs (``--seed N`` is ``--set seed=N``)."""
+    texts = list(args.set) + ([f"seed={args.seed}"] if args.seed is not None else [])
+    return apply_overrides(spec, args.tier, texts)
+
+
+def settings_args(args: argparse.Namespace) -> list[str]:
+    """The options of ``run`` that change what a cell computes or logs, as arguments (for a cell's command and
+    for the child processes of ``--gpus``)."""
+    parts = [w for text in args.set for w in ("--set", text)]
+    parts += ["--seed", str(args.seed)] if args.seed is not None else []
+    return parts + [w for kind in args.log for w in ("--log", kind)]
+
+
+def cell_command(spec, args: argparse.Namespace, row: str, column: str) -> str:
+    """The command that runs one cell with this run's settings."""
+    parts = ["ssm-repro", "run", spec.id, "--tier", args.tier, "--cells", glob_escape(cell_name(row, column))]
+    parts += ["--data", args.data] if args.data != "release" else []
+    parts += settings_args(args) + (["--output", str(args.output)] if args.output else [])
+    return shlex.join(parts)
+
+
+def show_plan(specs: list, args: argparse.Namespace) -> int:
+    """``run --show-config``: each spec's resolved tier configuration as YAML. ``run --dry-run``: validate and
+    list the cells each spec would run and the command that runs each, without running anything."""
+    import torch
+
+    for i, spec in enumerate(specs):
+        if args.show_config:
+            print(("---\n" if i else "") + config_yaml(spec, args.tier, args.data), end="")
+            continue
+        expected = load_expected(expected_path(spec.id))
+        tier_spec = spec.tiers[args.tier]
+        cells = select_cells(spec, args.tier, expected, args.cells, args.data)
+        where = Path(args.output or results_mod.RESULTS_DIR) / spec.id
+        print(f"{spec.id} [{args.tier}]: valid ({spec.path}, runner {spec.runner}, device {tier_spec.device}, seed "
+              f"{tier_spec.seed}" + (f", --set {' '.join(spec.overrides)}" if spec.overrides else "") +
+              f"); {len(cells)} of {len(expected['cells'])} cells would run; results in {where}/")
+        if tier_spec.device == "cuda" and not torch.cuda.is_available():
+            print("  NOT-RUN here: this tier needs a CUDA GPU and none is visible")
+        print(tabulate([[f"{r}/{c}", cell_command(spec, args, r, c)] for r, c in cells],
+                       headers=["cell (row/column)", "command"]))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Exit 1 when a cell of B regressed from A beyond --threshold."""
+    text, changes = compare_files(args.result_a, args.result_b, args.threshold)
+    print(text)
+    return EXIT_FAIL if regressions(changes) else 0
+
+
+def use_results_dir(args: argparse.Namespace) -> None:
+    """``--results DIR`` of check / report / list: read results from DIR instead of results/ ($SSM_RESULTS_DIR)."""
+    if getattr(args, "results", None):
+        results_mod.RESULTS_DIR = Path(args.results)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -142,7 +219,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         spec = load_spec(path)
         have = [t for t in TIERS if latest_result(spec.id, t)]
         rows.append([spec.id, f"{spec.paper.upper()} {spec.table}", ",".join(spec.groups), spec.runner,
-                     f"make {spec.make}", ",".join(have) or "-"])
+                     f"make {spec.make}" if spec.make else "-", ",".join(have) or "-"])
     print(tabulate(rows, headers=["id", "table", "groups", "runner", "make", "results"]))
     print(f"\n{len(registry.load_all())} runners registered: {', '.join(sorted(registry.RUNNERS))}")
     return 0
@@ -160,14 +237,46 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run", help="run specs at a tier and write results/")
-    p.add_argument("spec", nargs="*", help="spec paths or ids (default: all)")
-    p.add_argument("--tier", choices=TIERS, default="smoke", help="smoke (CPU, seconds), budget (one GPU, "
-                   "minutes) or full (the paper's configuration); default smoke")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (logs stay line by line)")
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """``run``'s settings, preview and output options."""
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting of the tier's configuration by dotted key, VALUE read as YAML, e.g. "
+                        "--set train.lr=0.004 --set model_defaults.ssm.d_model=256 --set t_max=4.0 (repeatable; "
+                        "--show-config lists the keys; +KEY=VALUE adds a key the configuration does not have); "
+                        "recorded in the results file and shown in the report")
+    p.add_argument("--seed", type=int, metavar="N", help="the run's seed instead of the tier's (same as --set seed=N)")
+    p.add_argument("--show-config", action="store_true",
+                   help="print the tier's resolved configuration (includes merged, --set applied, defaults filled "
+                        "in) as YAML and exit")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate the spec and its settings, list the cells that would run and the command that "
+                        "runs each, and exit without running")
+    p.add_argument("--output", type=Path, metavar="DIR",
+                   help="write the results file under DIR/<spec id>/ (default: results/, or $SSM_RESULTS_DIR); "
+                        "check / report / list read it with --results DIR")
+    p.add_argument("--log", action="append", default=[], choices=LOG_KINDS,
+                   help="also write each training cell's epochs as TensorBoard event files beside its "
+                        "metrics.jsonl under runs/ (needs the tensorboard package: pip install "
+                        "'ssm-repro[tensorboard]')")
+
+
+def add_results_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", metavar="DIR", help="read results from DIR (what run --output DIR wrote) instead "
+                   "of results/ ($SSM_RESULTS_DIR)")
+
+
+def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("run", help="run specs at a tier and write results/",
+                       description="Run specs at a tier and write one results file per spec. SPEC is a spec id "
+                                   "(ssm-repro list), a file name under reproductions/ or a path to any spec file.")
+    p.add_argument("spec", nargs="*", help="spec ids or paths (default: every spec under reproductions/)")
+    p.add_argument("--tier", choices=TIERS, default="smoke",
+                   help="smoke (CPU, seconds), budget (one GPU, minutes) or full (the paper's configuration); "
+                        "default smoke")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars; each cell still prints a line when it starts and one when it ends")
     p.add_argument("--cells", action="append", default=[], metavar="PATTERN",
                    help="run only the cells whose 'row/column' matches this shell glob, e.g. 'S4D-*/ListOps' "
                         "(repeatable: any pattern); the results file records the selection and is judged on it")
@@ -182,19 +291,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-only", action="store_true",
                    help="train the selected cells (checkpoints under runs/) without writing a results file")
     p.add_argument("--unit", help=argparse.SUPPRESS)  # ROW|TASK: the one training cell of a --gpus child
+    add_run_options(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="diff the latest results with expected/; exit 1 on FAIL")
-    p.add_argument("spec", nargs="*")
-    p.add_argument("--tier", choices=TIERS)
+    p.add_argument("spec", nargs="*", help="spec ids or paths (default: every spec)")
+    p.add_argument("--tier", choices=TIERS, help="check this tier only (default: every tier with results)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every cell, not only FAIL / IMPROVED")
+    add_results_option(p)
     p.set_defaults(fn=cmd_check)
-    sub.add_parser("report", help="write tables/*.md from results").set_defaults(fn=cmd_report)
-    sub.add_parser("list", help="list specs, runners and which tiers have results").set_defaults(fn=cmd_list)
+    p = sub.add_parser("report", help="write tables/*.md from results")
+    add_results_option(p)
+    p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("compare", help="two results files of one spec side by side; exit 1 on a regression",
+                       description="Show two runs of one spec side by side with the change of every cell; exit 1 "
+                                   "when a cell of B is worse than in A by more than --threshold (the direction is "
+                                   "the expected cell's 'better'), or failed (X) where A measured a number.")
+    p.add_argument("result_a", metavar="RESULT_A", help="the earlier (reference) results file, results/<id>/*.json")
+    p.add_argument("result_b", metavar="RESULT_B", help="the later results file of the same spec")
+    p.add_argument("--threshold", type=float, default=0.05,
+                   help="relative change beyond which a worse cell counts as a regression (default 0.05 = 5%%)")
+    p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("list", help="list specs, runners and which tiers have results")
+    add_results_option(p)
+    p.set_defaults(fn=cmd_list)
     sub.add_parser("validate", help="validate every spec and expected file").set_defaults(fn=cmd_validate)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    invoked = Path(sys.argv[0]).name
+    args = build_parser("ssm-repro" if invoked == "ssm-repro" else "python -m runners").parse_args(argv)
+    use_results_dir(args)
     try:
         return args.fn(args)
-    except SpecError as exc:
+    except (SpecError, LogUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SPEC
 

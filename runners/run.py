@@ -26,7 +26,8 @@ class NotRunnable(RuntimeError):
 
 
 def command_for(spec: Spec, tier: str) -> str:
-    return f"make {spec.make} TIER={tier}   (or: python -m runners run {spec.path} --tier {tier})"
+    cli = f"ssm-repro run {spec.path} --tier {tier}"
+    return f"make {spec.make} TIER={tier}   (or: {cli})" if spec.make else cli
 
 
 def seed_everything(seed: int) -> None:
@@ -49,14 +50,16 @@ def work_dir_for(spec: Spec, tier: str) -> Path:
 
 def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: bool = True, *,
              cells: Sequence[str] = (), data: str = "release", deadline: float | None = None,
-             write_result: bool = True, units: Sequence[tuple[str, str]] | None = None) -> Path | None:
+             write_result: bool = True, units: Sequence[tuple[str, str]] | None = None,
+             logs: Sequence[str] = ()) -> Path | None:
     """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one).
 
     ``cells``: glob patterns on "row/column" (runners/selection.py); ``data``: "release" or "suite" (the tier's
     suite-data variant); ``deadline``: a ``time.time()`` value after which training checkpoints and stops
     (raises :class:`runners.registry.Paused`; the same call resumes); ``write_result=False`` trains / computes
     without writing a results file (returns None); ``units``: train only these (row, task) pairs of a training
-    table (one child of ``run --gpus``, runners/scheduler.py).
+    table (one child of ``run --gpus``, runners/scheduler.py); ``logs``: extra training logs beside each cell's
+    metrics.jsonl (``run --log tensorboard``).
     """
     tier_spec = spec.tiers[tier]
     config = tier_config(spec, tier, data)
@@ -77,7 +80,7 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     ctx = registry.RunContext(spec_id=spec.id, tier=tier, device=device, seed=tier_spec.seed, work_dir=work_dir,
                               data_dir=data_root(), progress=progress,
                               selected=selected_set(selected) if narrowed else None, deadline=deadline,
-                              units=None if units is None else frozenset(map(tuple, units)))
+                              units=None if units is None else frozenset(map(tuple, units)), logs=tuple(logs))
     seed_everything(tier_spec.seed)
     entry = registry.get(spec.runner)
     started, t0 = utc_now(), time.perf_counter()
@@ -105,6 +108,7 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "data_note": tier_spec.suite_data.note if data == "suite" else "",
         "selected_cells": [list(c) for c in selected],
         "cell_patterns": list(cells),
+        "overrides": list(spec.overrides),
         "config": dataclasses.asdict(config),
         "seed": tier_spec.seed,
         "started": started,

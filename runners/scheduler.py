@@ -104,14 +104,16 @@ def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher,
 
 
 def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str], env: dict | None = None,
-                   n_gpus: int = 1) -> Launcher:
-    """A launcher that trains one unit of the spec per process on the GPU it is given."""
+                   n_gpus: int = 1, extra_args: Sequence[str] = ()) -> Launcher:
+    """A launcher that trains one unit of the spec per process on the GPU it is given; ``extra_args``: more
+    options of ``run`` for every child (the parent's --set / --seed / --log)."""
 
     def launch(unit: Unit, gpu: str, log: Path, minutes_left: float | None) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "runners", "run", str(spec_path), "--tier", tier, "--data", data,
                "--unit", f"{unit[0]}|{unit[1]}", "--train-only", "--no-progress"]
         for p in patterns:
             cmd += ["--cells", p]
+        cmd += list(extra_args)
         if minutes_left is not None:
             cmd += ["--stop-after-minutes", f"{minutes_left:.3f}"]
         child_env = {**os.environ, **(env or {}), "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"}

@@ -1,6 +1,7 @@
 """Specs: one YAML file per paper table in reproductions/, with a configuration per tier.
 
     id, paper, table, title, groups, runner, make, plots, tiers: {smoke, budget, full}
+    make: the Makefile target of a shipped table (optional: a table added outside the Makefile has none).
     include: a file (or list) of shared settings, deep-merged underneath this one.
 
 Each tier's mapping holds the framework keys ``device`` and ``seed``; the rest is the runner's config,
@@ -33,7 +34,7 @@ TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
 PAPERS = ("s4", "s4d")
 TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups", "runner", "make", "plots", "tiers"}
-REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots"}
+REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots", "make"}
 FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
 DATA_VARIANTS = ("release", "suite")
 SUITE_DATA_KEYS = {"rows", "tasks", "note"}
@@ -71,11 +72,12 @@ class Spec:
     title: str
     groups: list[str]
     runner: str
-    make: str
+    make: str | None  # Makefile target (shipped tables); None for a table added without one
     plots: list[str]
     tiers: dict[str, TierSpec]
     resolved: dict = field(repr=False)
     description: str = ""
+    overrides: list[str] = field(default_factory=list)  # ``run --set KEY=VALUE`` texts applied (runners/overrides.py)
 
 
 def deep_merge(base: dict, top: dict) -> dict:
@@ -163,12 +165,15 @@ def build_config(cls: type, raw: dict, where: str) -> Any:
         raise SpecError(f"{where}: {exc}") from exc
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Load, merge includes, validate against the registry; raise SpecError naming the file and key."""
+def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
+    """Load, merge includes, validate against the registry; raise SpecError naming the file and key.
+
+    ``doc``: the spec's mapping with its includes already merged (and changed, e.g. by ``--set``) instead of
+    the file's."""
     from . import registry
 
     path = Path(path)
-    doc = resolve_includes(path)
+    doc = resolve_includes(path) if doc is None else doc
     unknown = sorted(set(doc) - TOP_KEYS)
     if unknown:
         raise SpecError(f"{path}: unknown top-level key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
@@ -176,7 +181,7 @@ def load_spec(path: str | Path) -> Spec:
     if missing:
         raise SpecError(f"{path}: missing top-level key(s) {missing}")
     for key in ("id", "table", "title", "runner", "make"):
-        if not isinstance(doc[key], str) or not doc[key].strip():
+        if key in doc and (not isinstance(doc[key], str) or not doc[key].strip()):
             raise SpecError(f"{path}: key '{key}' must be a non-empty string, got {doc[key]!r}")
     if doc["paper"] not in PAPERS:
         raise SpecError(f"{path}: key 'paper' is {doc['paper']!r}; allowed: {', '.join(PAPERS)}")
@@ -214,7 +219,7 @@ def load_spec(path: str | Path) -> Spec:
     if tiers["smoke"].device != "cpu":
         raise SpecError(f"{path}: tiers.smoke.device must be 'cpu' (the smoke tier runs in CI, which has no GPU)")
     return Spec(path=path, id=doc["id"], paper=doc["paper"], table=doc["table"], title=doc["title"],
-                groups=list(groups), runner=doc["runner"], make=doc["make"], plots=list(plots), tiers=tiers,
+                groups=list(groups), runner=doc["runner"], make=doc.get("make"), plots=list(plots), tiers=tiers,
                 resolved=doc, description=doc.get("description", ""))
 
 
