@@ -17,6 +17,7 @@ from torch.utils.data import TensorDataset
 from runners import registry
 from runners.__main__ import build_parser, main
 from runners.data.base import TaskData
+from runners.data.progress import LineProgress
 from runners.overrides import apply_overrides, parse_override, resolved_config
 from runners.result_diff import judge_change
 from runners.spec import SpecError, load_spec, spec_paths
@@ -342,3 +343,15 @@ def test_runner_cell_lines_use_the_context(capsys: pytest.CaptureFixture) -> Non
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "[x smoke] S4 / ListOps: started"
     assert re.fullmatch(r"\[x smoke\] S4 / ListOps: done in \d+\.\d s: 37\.25", out[1])
+
+
+def test_long_work_without_a_terminal_prints_progress_and_an_estimate(capsys: pytest.CaptureFixture) -> None:
+    with LineProgress(200, "listops", "expr", quiet_seconds=0.0) as bar:
+        for _ in range(200):
+            bar.update(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 10 and lines[0].startswith("listops: 10% (20/200 expr) in ")
+    assert "left" in lines[0] and lines[-1].startswith("listops: 100% (200/200 expr)") and "left" not in lines[-1]
+    with LineProgress(200, "short", "expr") as bar:  # done within the quiet seconds: silent
+        bar.update(200)
+    assert capsys.readouterr().err == ""

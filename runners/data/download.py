@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import shutil
 import sys
 import tarfile
 import urllib.request
@@ -37,6 +36,7 @@ from typing import Callable, Optional, Sequence
 
 from runners.atomic import atomic_path
 from runners.data.base import data_root
+from runners.data.progress import progress_bar
 
 # ----------------------------------------------------------------------------------------------
 # Where each dataset lives under the data directory (the loaders import these).
@@ -159,7 +159,12 @@ def _fetch(res: Resource, root: Path, log: Callable[[str], None]) -> None:
     dest = target / res.filename
     with atomic_path(dest, suffix=".part") as tmp:
         with urllib.request.urlopen(res.url) as response, open(tmp, "wb") as out:  # noqa: S310
-            shutil.copyfileobj(response, out, length=1 << 20)
+            size = (getattr(response, "headers", None) or {}).get("Content-Length")  # for the estimate
+            with progress_bar(int(size) if size and size.isdigit() else None, res.filename, "B", unit_scale=True,
+                              unit_divisor=1024) as bar:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    out.write(block)
+                    bar.update(len(block))
         if res.checksum is not None:
             algo, want = res.checksum
             got = _file_digest(tmp, algo)

@@ -32,12 +32,12 @@ from typing import Optional
 import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
-from tqdm import tqdm
 
 from runners.data.base import DatasetError, TaskData, data_root
 from runners.data.cache import cached, file_fingerprint
 from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get)
 from runners.data.mfcc import S4_MFCC, mfcc
+from runners.data.progress import progress_bar
 
 SAMPLE_RATE = 16000
 CLIP_LEN = 16000  # 1 s at 16 kHz
@@ -156,9 +156,11 @@ def load_speech_commands(data_dir: Optional[Path] = None, *, subset: str = "sc10
         out: dict = {}
         for split, items in splits.items():
             waves = np.zeros((len(items), CLIP_LEN), dtype=np.int16)  # zero-padded at the end
-            for i, (rel, _) in enumerate(tqdm(items, desc=f"Speech Commands {split}", disable=None, leave=False)):
-                x = read_wav(folder / rel)
-                waves[i, : len(x)] = x
+            with progress_bar(len(items), f"Speech Commands {split}", "file", leave=False) as bar:
+                for i, (rel, _) in enumerate(items):
+                    x = read_wav(folder / rel)
+                    waves[i, : len(x)] = x
+                    bar.update(1)
             out[f"{split}_y"] = torch.tensor([lab for _, lab in items], dtype=torch.int64)
             if features == "raw":
                 out[f"{split}_x"] = torch.from_numpy(waves)  # (n, 16000) int16

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS as OPERATORS, LISTOPS_SPLIT_FILES as SPLIT_FILES
 from runners.atomic import write_text_atomic
+from runners.data.progress import progress_bar
 
 VALUE_P = 0.25  # probability that a node above max_depth is an operator (LRA)
 CHUNK = 250
@@ -109,7 +109,7 @@ def generate_listops(out: Path, *, n_train: int = 96000, n_val: int = 2000, n_te
     ctx = get_context("spawn") if workers > 1 else None
     pool = ctx.Pool(workers) if ctx else None
     try:
-        with tqdm(total=total, desc="listops", unit="expr", disable=not progress) as bar:
+        with progress_bar(total, "listops", "expr", show=None if progress else False) as bar:
             while len(rows) < total:
                 n_chunks = math.ceil((total - len(rows)) / CHUNK)
                 jobs = [(seed, next_chunk + i, CHUNK, kw) for i in range(n_chunks)]

@@ -48,10 +48,10 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from tqdm.auto import tqdm
 
 from runners.atomic import atomic_path, write_text_atomic
 from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY
+from runners.data.progress import progress_bar
 
 MAX_PAIR_ATTEMPTS = 2000  # restarts of the two targets before giving up
 MAX_DEAD_ENDS = 30  # dead ends tolerated while growing the two targets before a restart
@@ -385,7 +385,7 @@ def generate_pathfinder(out: Path, *, resolution: int = 32, n: int = 200000, per
     (folder / "metadata").mkdir(parents=True, exist_ok=True)
     n_batches = math.ceil(n / per_batch)
     jobs = [(str(folder), k, min(per_batch, n - k * per_batch), asdict(p), seed) for k in range(n_batches)]
-    with tqdm(total=n, desc=f"pathfinder{resolution}", unit="img", disable=not progress) as bar:
+    with progress_bar(n, f"pathfinder{resolution}", "img", show=None if progress else False) as bar:
         if workers > 1 and n_batches > 1:
             with get_context("spawn").Pool(min(workers, n_batches)) as pool:
                 for done in pool.imap_unordered(make_batch, jobs):
