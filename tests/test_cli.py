@@ -146,6 +146,11 @@ def test_show_config_and_dry_run_on_every_spec(path: Path, capsys: pytest.Captur
         assert main(["run", str(path), "--tier", tier, "--dry-run", "--output", "nowhere"]) == 0
         out = capsys.readouterr().out
         assert out.startswith(f"{spec.id} [{tier}]: valid") and "ssm-repro run" in out
+        if spec.tiers[tier].suite_data is not None:  # the variant on suite-made data
+            assert main(["run", str(path), "--tier", tier, "--data", "suite", "--show-config"]) == 0
+            assert yaml.safe_load(capsys.readouterr().out) == resolved_config(spec, tier, "suite")
+            assert main(["run", str(path), "--tier", tier, "--data", "suite", "--dry-run"]) == 0
+            assert "--data suite" in capsys.readouterr().out
     assert not Path("nowhere").exists()
 
 
@@ -355,3 +360,31 @@ def test_long_work_without_a_terminal_prints_progress_and_an_estimate(capsys: py
     with LineProgress(200, "short", "expr") as bar:  # done within the quiet seconds: silent
         bar.update(200)
     assert capsys.readouterr().err == ""
+
+
+def test_one_cell_with_one_setting(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The command of the issue: only the selected cell runs, with the override recorded."""
+    assert main(["run", "s4d-theorem-6", "--tier", "smoke", "--cells", "*/N=64*", "--set", "t_max=4.0",
+                 "--output", str(tmp_path), "--no-progress"]) == 0
+    result = _latest(tmp_path, "s4d-theorem-6")
+    assert result["selected_cells"] == [["max error", "N=64"]] and result["overrides"] == ["t_max=4.0"]
+    assert [c["column"] for c in result["cells"]] == ["N=64"] and result["config"]["t_max"] == 4.0
+    out = capsys.readouterr().out
+    assert "N=64: started" in out and "N=16" not in out and "N=256" not in out  # the others are not computed
+    assert main(["run", "s4d-theorem-6", "--cells", "*/N=64*", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 4 cells would run" in out and "N=16" not in out
+
+
+def test_gpu_children_get_the_parents_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from runners.__main__ import settings_args
+    from runners.scheduler import child_launcher
+
+    args = build_parser().parse_args(["run", "x", "--set", "train.lr=0.004", "--seed", "3", "--log", "tensorboard"])
+    extra = settings_args(args)
+    assert extra == ["--set", "train.lr=0.004", "--seed", "3", "--log", "tensorboard"]
+    seen = {}
+    monkeypatch.setattr("subprocess.Popen", lambda cmd, **kw: seen.setdefault("cmd", cmd))
+    child_launcher(Path("spec.yaml"), "full", "release", [], extra_args=extra)(("S4", "ListOps"), "0",
+                                                                              tmp_path / "log", None)
+    assert seen["cmd"][-6:] == extra
