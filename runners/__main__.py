@@ -321,12 +321,15 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     invoked = Path(sys.argv[0]).name
     args = build_parser("ssm-repro" if invoked == "ssm-repro" else "python -m runners").parse_args(argv)
-    use_results_dir(args)
+    default_results = results_mod.RESULTS_DIR
     try:
+        use_results_dir(args)
         return args.fn(args)
     except (SpecError, LogUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SPEC
+    finally:
+        results_mod.RESULTS_DIR = default_results
 
 
 if __name__ == "__main__":

@@ -56,8 +56,12 @@ def _walk(node: Any, prefix: str = "") -> Iterator[str]:
 def known_keys(raw: dict, config_cls: type) -> list[str]:
     """The keys ``--set`` accepts for a tier whose mapping is ``raw`` and whose runner config is ``config_cls``."""
     from .train.config import TrainConfig
+    from .train.table import TrainTableConfig
 
     keys = set(_walk(raw)) | set(FRAMEWORK_KEYS) | {f.name for f in dataclasses.fields(config_cls)}
+    if issubclass(config_cls, TrainTableConfig):  # each row and task of a training table may hold train settings
+        keys |= {f"{group}.{name}.train" for group in ("models", "tasks")
+                 for name in (raw.get(group) if isinstance(raw.get(group), dict) else {})}
     train_maps = [k for k in keys if k == "train" or k.endswith(".train")]  # TrainConfig fields, defaults included
     keys |= {f"{p}.{f.name}" for p in train_maps for f in dataclasses.fields(TrainConfig)}
     return sorted(keys)

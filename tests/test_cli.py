@@ -90,6 +90,9 @@ def test_set_reaches_nested_and_default_settings_without_touching_shared_anchors
     assert full.train["lr"] == 0.004 and full.model_defaults["ssm"]["d_model"] == 256
     assert full.models[row]["model"]["layer"]["trainable_b"] is True
     assert full.tasks["sCIFAR"]["train"]["grad_clip"] == 1.0  # a TrainConfig field the spec leaves at its default
+    row_lr = apply_overrides(spec, "full", [f"models.{row}.train.lr=0.1"]).tiers["full"].config  # no train: yet
+    assert row_lr.cell_train(row, "sCIFAR")["lr"] == 0.1 and row_lr.cell_train("ZOH, Re(A) exp", "sCIFAR") == \
+        spec.tiers["full"].config.cell_train("ZOH, Re(A) exp", "sCIFAR")
     # budget's models are the same YAML anchor as full's: unchanged
     assert json.dumps(resolved_config(done, "budget"), sort_keys=True) == before
 
@@ -251,7 +254,7 @@ def test_epoch_log_writes_each_epoch_beside_metrics(tmp_path: Path, monkeypatch:
     written: list[tuple[str, float, int]] = []
 
     class Writer:  # the SummaryWriter interface the log uses
-        def __init__(self, log_dir: str, purge_step: int) -> None:
+        def __init__(self, log_dir: str, *, purge_step: int) -> None:
             assert Path(log_dir) == tmp_path and purge_step == 1
 
         def add_scalar(self, tag: str, value: float, step: int) -> None:

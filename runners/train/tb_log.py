@@ -50,7 +50,7 @@ class EpochLog:
         self.writer: Any = None
         if "tensorboard" in kinds:
             # purge_step: a resumed run drops the events of epochs after its checkpoint (a cut-short epoch)
-            self.writer = summary_writer_class()(log_dir=str(run_dir), purge_step=next_epoch)
+            self.writer = summary_writer_class()(str(run_dir), purge_step=next_epoch)
 
     def write(self, entry: dict) -> None:
         if self.writer is None:
