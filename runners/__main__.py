@@ -21,9 +21,9 @@ from . import registry
 from . import results as results_mod
 from .compare import compare, latest_result, load_result, summary
 from .expected import expected_path, load_expected
-from .report import fmt, report_all
 from .overrides import apply_overrides, config_yaml
 from .registry import Paused
+from .report import fmt, report_all
 from .result_diff import compare_files, regressions
 from .run import NotRunnable, run_spec, tier_config, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
@@ -162,9 +162,13 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
         where = Path(args.output or results_mod.RESULTS_DIR) / spec.id
         print(f"{spec.id} [{args.tier}]: valid ({spec.path}, runner {spec.runner}, device {tier_spec.device}, seed "
               f"{tier_spec.seed}" + (f", --set {' '.join(spec.overrides)}" if spec.overrides else "") +
-              f"); {len(cells)} of {len(expected['cells'])} cells would run; results in {where}/")
+              f"); {len(cells)} of {len(expected['cells'])} cells selected (those its results file is judged "
+              f"on); results in {where}/")
         if tier_spec.device == "cuda" and not torch.cuda.is_available():
             print("  NOT-RUN here: this tier needs a CUDA GPU and none is visible")
+        if not cells:
+            print("  no cell to run: every matching cell is not_run / context at this tier")
+            continue
         print(tabulate([[f"{r}/{c}", cell_command(spec, args, r, c)] for r, c in cells],
                        headers=["cell (row/column)", "command"]))
     return 0

@@ -92,8 +92,8 @@ def _split(node: Any, parts: list[str]) -> list[str | int]:
     return path
 
 
-def _assign(raw: dict, path: list[str | int], value: Any, where: str) -> bool:
-    """Set ``raw[path] = value`` (creating missing mappings on the way); return whether the key existed."""
+def _assign(raw: dict, path: list[str | int], value: Any, where: str) -> None:
+    """Set ``raw[path] = value``, creating missing mappings on the way."""
     node: Any = raw
     for step in path[:-1]:
         if isinstance(node, list) and isinstance(step, int) and step < len(node):
@@ -109,12 +109,10 @@ def _assign(raw: dict, path: list[str | int], value: Any, where: str) -> bool:
         if not (isinstance(last, int) and last < len(node)):
             raise SpecError(f"{where}: index {last!r} is outside the list of {len(node)} item(s)")
         node[last] = value
-        return True
+        return
     if not isinstance(node, dict):
         raise SpecError(f"{where}: the value at the parent key is a {type(node).__name__}, not a mapping")
-    existed = last in node
     node[last] = value
-    return existed
 
 
 def _fresh(obj: Any) -> Any:

@@ -376,7 +376,7 @@ def test_one_cell_with_one_setting(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "N=64: started" in out and "N=16" not in out and "N=256" not in out  # the others are not computed
     assert main(["run", "s4d-theorem-6", "--cells", "*/N=64*", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "1 of 4 cells would run" in out and "N=16" not in out
+    assert "1 of 4 cells selected" in out and "N=16" not in out
 
 
 def test_gpu_children_get_the_parents_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
