@@ -4,6 +4,11 @@ A cell regresses when B is worse than A by more than ``threshold`` relative to |
 expected cell's ``better`` (expected/<id>.yaml: higher or lower), or when A measured a number and B an "X"
 (failed / out of memory). A cell measured in only one of the two files, or without a ``better`` (a cell the
 expected file does not list), is shown and not judged.
+
+The kernel and layer benchmarks (benchmarks/bench_*.py: results/bench-kernels/, results/bench-layers/) write
+lists of records instead of cells: there a record's descriptive fields (op, impl, sizes, ...) name its row, each
+measured field (times ``ms`` / ``*_ms`` / ``us``, memory ``*_mib``, errors ``rel_err*``: lower is better) is a
+column, and the reference numbers a record carries (``official_*``, ``target_*``, ``floor_ms``) are left out.
 """
 from __future__ import annotations
 
@@ -40,10 +45,51 @@ def read_result(path: str | Path) -> dict:
             from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: not a JSON results file: {exc}") from None
-    if not (isinstance(result, dict) and isinstance(result.get("spec_id"), str)
-            and isinstance(result.get("cells"), list)):
-        raise SpecError(f"{path}: not a results file (needs 'spec_id' and 'cells')")
+    table = isinstance(result, dict) and isinstance(result.get("spec_id"), str) and isinstance(result.get("cells"), list)
+    bench = isinstance(result, dict) and isinstance(result.get("spec"), str) and bool(_records(result))
+    if not (table or bench):
+        raise SpecError(f"{path}: not a results file (a table's has 'spec_id' and 'cells'; a benchmark's 'spec' "
+                        f"and lists of records)")
     return result
+
+
+def result_id(result: dict) -> str:
+    """The spec of a table's results file, or the benchmark of a benchmark's (bench-kernels, bench-layers)."""
+    return result["spec_id"] if "cells" in result else result["spec"]
+
+
+#: reference numbers that benchmark records carry beside their measurements (not measured by the run)
+_REFERENCE_PREFIXES = ("official", "target", "floor", "meets")
+
+
+def _bench_better(field: str) -> str | None:
+    """Which way a benchmark record's field is better, or None for a field that names the record."""
+    if field.startswith(_REFERENCE_PREFIXES):
+        return None
+    if field in ("ms", "us") or field.endswith(("_ms", "_us", "_mib", "_mb")) or field.startswith("rel_err"):
+        return "lower"
+    return None
+
+
+def _records(result: dict) -> dict[str, list[dict]]:
+    return {k: v for k, v in result.items() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)}
+
+
+def measured_cells(result: dict, expected: dict | None = None) -> dict[tuple[str, str], tuple[Any, str | None]]:
+    """{(row, column): (value, better)} of a results file, in its order."""
+    if "cells" in result:
+        better = {(c["row"], c["column"]): c.get("better") for c in (expected or {}).get("cells", [])}
+        return {(c["row"], c["column"]): (c.get("value"), better.get((c["row"], c["column"])))
+                for c in result["cells"]}
+    out: dict[tuple[str, str], tuple[Any, str | None]] = {}
+    for section, records in _records(result).items():
+        for record in records:
+            measures = {k: v for k, v in record.items() if _bench_better(k) and (v is None or _number(v))}
+            name = " ".join(f"{k}={v}" for k, v in record.items()
+                            if k not in measures and not str(k).startswith(_REFERENCE_PREFIXES))
+            for field, value in measures.items():
+                out[(f"{section}: {name}", field)] = (value, _bench_better(field))
+    return out
 
 
 def _number(x: Any) -> bool:
@@ -79,20 +125,21 @@ def judge_change(a: Any, b: Any, better: str | None, threshold: float) -> tuple[
 
 def diff_results(a: dict, b: dict, threshold: float, expected: dict | None = None) -> list[CellChange]:
     """Every cell of A or B, in the expected file's order (then any other), with its change and status."""
-    if a["spec_id"] != b["spec_id"]:
-        raise SpecError(f"the results are of different specs ({a['spec_id']!r} and {b['spec_id']!r}); compare two "
+    if result_id(a) != result_id(b):
+        raise SpecError(f"the results are of different specs ({result_id(a)!r} and {result_id(b)!r}); compare two "
                         f"runs of one spec")
     if not (isinstance(threshold, (int, float)) and threshold >= 0):
         raise SpecError(f"--threshold {threshold!r}: expected a relative change >= 0, e.g. 0.05")
-    values_a = {(c["row"], c["column"]): c.get("value") for c in a["cells"]}
-    values_b = {(c["row"], c["column"]): c.get("value") for c in b["cells"]}
-    better = {(c["row"], c["column"]): c.get("better") for c in (expected or {}).get("cells", [])}
-    order = [k for k in better if k in values_a or k in values_b]
-    order += [k for k in {**values_a, **values_b} if k not in better]
+    cells_a, cells_b = measured_cells(a, expected), measured_cells(b, expected)
+    listed = [(c["row"], c["column"]) for c in (expected or {}).get("cells", [])]
+    order = [k for k in listed if k in cells_a or k in cells_b]
+    order += [k for k in {**cells_a, **cells_b} if k not in set(order)]
     out = []
     for key in order:
-        change, status = judge_change(values_a.get(key), values_b.get(key), better.get(key), threshold)
-        out.append(CellChange(key[0], key[1], values_a.get(key), values_b.get(key), change, better.get(key), status))
+        (va, ba), (vb, bb) = cells_a.get(key, (None, None)), cells_b.get(key, (None, None))
+        better = ba or bb
+        change, status = judge_change(va, vb, better, threshold)
+        out.append(CellChange(key[0], key[1], va, vb, change, better, status))
     return out
 
 
@@ -111,7 +158,8 @@ def _fmt(x: Any) -> str:
 def _describe(name: str, path: str, r: dict) -> str:
     env = r.get("environment") or {}
     extra = f"; --set {' '.join(r['overrides'])}" if r.get("overrides") else ""
-    return (f"{name}: {path} (tier {r.get('tier')}, finished {r.get('finished')}, {env.get('device_name')}, "
+    when = r.get("finished") or r.get("created")
+    return (f"{name}: {path} (tier {r.get('tier', '-')}, finished {when}, {env.get('device_name')}, "
             f"commit {env.get('git_commit')}{extra})")
 
 
@@ -121,7 +169,7 @@ def render(path_a: str, a: dict, path_b: str, b: dict, changes: list[CellChange]
 
     rows = [[c.row, c.column, _fmt(c.a), _fmt(c.b),
              "-" if c.change is None else f"{100 * c.change:+.2f}%", c.better or "-", c.status] for c in changes]
-    lines = [f"{a['spec_id']}", _describe("A", path_a, a), _describe("B", path_b, b)]
+    lines = [result_id(a), _describe("A", path_a, a), _describe("B", path_b, b)]
     if a.get("tier") != b.get("tier"):
         lines.append(f"note: different tiers ({a.get('tier')} and {b.get('tier')}): their configurations differ")
     lines += ["", tabulate(rows, headers=["row", "column", "A", "B", "change", "better", "status"]), ""]
@@ -134,7 +182,7 @@ def render(path_a: str, a: dict, path_b: str, b: dict, changes: list[CellChange]
 def compare_files(path_a: str, path_b: str, threshold: float) -> tuple[str, list[CellChange]]:
     """Read, diff and render two results files; the changes are returned for the exit status."""
     a, b = read_result(path_a), read_result(path_b)
-    exp_file = expected_path(a["spec_id"])
-    expected = load_expected(exp_file) if exp_file.exists() else None
+    exp_file = expected_path(result_id(a))
+    expected = load_expected(exp_file) if "cells" in a and exp_file.exists() else None
     changes = diff_results(a, b, threshold, expected)
     return render(path_a, a, path_b, b, changes, threshold), changes

@@ -391,3 +391,19 @@ def test_gpu_children_get_the_parents_settings(monkeypatch: pytest.MonkeyPatch, 
     child_launcher(Path("spec.yaml"), "full", "release", [], extra_args=extra)(("S4", "ListOps"), "0",
                                                                               tmp_path / "log", None)
     assert seen["cmd"][-6:] == extra
+
+
+def test_compare_benchmark_records(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The kernel / layer benchmarks' files: records named by their descriptive fields, times lower-is-better."""
+    def bench(ms: float, mib: float) -> dict:
+        return {"spec": "bench-layers", "created": "now", "environment": {}, "notes": ["n"],
+                "rows": [{"mode": "s4", "backend": "triton", "L": 4096, "official_ms": 9.0, "target_ms": 3.0,
+                          "ms": ms, "peak_mib": mib, "meets_target": ms < 3.0}]}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(bench(2.0, 900.0)))
+    b.write_text(json.dumps(bench(2.5, 880.0)))
+    assert main(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"rows: mode=s4 backend=triton L=4096 +ms +2 +2\.5 +\+25\.00% +lower +regressed", out)
+    assert re.search(r"peak_mib .*-2\.22% +lower +within", out) and "official_ms" not in out
+    assert main(["compare", str(b), str(a)]) == 0
