@@ -107,8 +107,9 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         raise SpecError(f"{spec.path}: {exc}") from None
     log_dir = work_dir_for(spec, args.tier) / "logs"
     print(f"{spec.id} [{args.tier}, data {args.data}]: {len(units)} cell(s) on GPU(s) {', '.join(gpus)}")
-    outcome = schedule_units(units, gpus, child_launcher(spec.path, args.tier, args.data, args.cells, n_gpus=len(gpus),
-                                                         extra_args=settings_args(args)), log_dir, deadline)
+    launcher = child_launcher(spec.path, args.tier, args.data, args.cells, n_gpus=len(gpus),
+                              extra_args=settings_args(args))
+    outcome = schedule_units(units, gpus, launcher, log_dir, deadline)
     for o in outcome.failed:
         print(f"FAILED: {o.unit[0]} / {o.unit[1]} on GPU {o.gpu} ({o.status}); end of {o.log}:\n{log_tail(o.log)}",
               file=sys.stderr)

@@ -45,7 +45,8 @@ def read_result(path: str | Path) -> dict:
             from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: not a JSON results file: {exc}") from None
-    table = isinstance(result, dict) and isinstance(result.get("spec_id"), str) and isinstance(result.get("cells"), list)
+    table = (isinstance(result, dict) and isinstance(result.get("spec_id"), str)
+             and isinstance(result.get("cells"), list))
     bench = isinstance(result, dict) and isinstance(result.get("spec"), str) and bool(_records(result))
     if not (table or bench):
         raise SpecError(f"{path}: not a results file (a table's has 'spec_id' and 'cells'; a benchmark's 'spec' "

@@ -85,7 +85,8 @@ def test_set_reaches_nested_and_default_settings_without_touching_shared_anchors
     before = json.dumps(resolved_config(spec, "budget"), sort_keys=True)
     row = "Frozen B, Softmax"
     done = apply_overrides(spec, "full", ["train.lr=0.004", "model_defaults.ssm.d_model=256",
-                                          f"models.{row}.model.layer.trainable_b=true", "tasks.sCIFAR.train.grad_clip=1.0"])
+                                          f"models.{row}.model.layer.trainable_b=true",
+                                          "tasks.sCIFAR.train.grad_clip=1.0"])
     full = done.tiers["full"].config
     assert full.train["lr"] == 0.004 and full.model_defaults["ssm"]["d_model"] == 256
     assert full.models[row]["model"]["layer"]["trainable_b"] is True
@@ -328,7 +329,8 @@ def test_add_a_table_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     elsewhere.write_text(yaml.safe_dump(spec))
     assert main(["run", str(elsewhere), "--set", "t_max=6.0", "--no-progress"]) == 0
     assert main(["report"]) == 0
-    assert "Settings changed from the spec (`--set`): `t_max=6.0`" in (tmp_path / "tables" / f"{spec['id']}.md").read_text()
+    report = (tmp_path / "tables" / f"{spec['id']}.md").read_text()
+    assert "Settings changed from the spec (`--set`): `t_max=6.0`" in report
 
 
 def test_a_spec_without_make_needs_none_but_a_bad_make_is_named(tmp_path: Path) -> None:
