@@ -15,6 +15,7 @@ Pathfinder). Its keys:
     tasks: {task: overlay}                 the tasks that run, each overlay deep-merged over the tier's task
                                            (typically ``prepare:``, the generator and LRA's sizes)
     note:  text                            what the variant is and is not (shown in the report)
+    models: {suite-data row: overlay}      optional, deep-merged over a renamed row (e.g. ``train_in``)
 
 Everything else (model sizes, optimizer, schedule) is the tier's own, so the variant is the paper's
 configuration on a fresh draw of the data.
@@ -37,7 +38,7 @@ TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups",
 REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots", "make"}
 FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
 DATA_VARIANTS = ("release", "suite")
-SUITE_DATA_KEYS = {"rows", "tasks", "note"}
+SUITE_DATA_KEYS = {"rows", "tasks", "note", "models"}
 SPEC_DIR = Path("reproductions")
 
 
@@ -251,7 +252,12 @@ def _suite_data(entry: Any, raw: dict, variant: Any, where: str) -> SuiteData:
         raise SpecError(f"{where}.note: must be text, got {note!r}")
     built = dict(raw)
     built["tasks"] = {name: deep_merge(tier_tasks[name], overlay) for name, overlay in tasks.items()}
-    built["models"] = {rows[name]: m for name, m in models.items() if name in rows}
+    overlays = variant.get("models", {})
+    if not (isinstance(overlays, dict) and set(overlays) <= set(rows.values())
+            and all(isinstance(v, dict) for v in overlays.values())):
+        raise SpecError(f"{where}.models: must map suite-data rows {sorted(rows.values())} to overlays, got {overlays!r}")
+    built["models"] = {rows[name]: deep_merge(m, overlays.get(rows[name], {})) for name, m in models.items()
+                       if name in rows}
     built["skip"] = [[rows[r], c] for r, c in (raw.get("skip") or []) if r in rows and c in tasks]
     return SuiteData(rows=dict(rows), config=build_config(entry.config, built, where), note=note.strip())
 

@@ -189,3 +189,29 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     assert main(["run", "toytrain", "--data", "suite", "--gpus", "0,1"]) == 0
     first, second = _results(project)
     assert [c["value"] for c in first["cells"]] == [c["value"] for c in second["cells"]]
+
+
+# ---- one configuration in two tables trains once (train_in)
+
+
+def test_train_in_resumes_the_other_tables_run_and_refuses_another_configuration(project: Path) -> None:
+    twin = {"id": "toytwin", "paper": "s4", "table": "Table 00", "title": "twin", "groups": ["lra"],
+            "runner": "train.table", "make": "toytwin",
+            "tiers": {t: {**TIER, "suite_data": {**TIER["suite_data"], "rows": {"A": "A (suite data)"},
+                                                  "models": {"A (suite data)": {"train_in": {
+                                                      "spec": "toytrain", "row": "A (suite data)"}}}}}
+                      for t in ("smoke", "budget", "full")}}
+    (project / "reproductions" / "toytwin.yaml").write_text(yaml.safe_dump(twin))
+    expected = yaml.safe_load((project / "expected" / "toytrain.yaml").read_text())
+    expected["table"] = "toytwin"
+    (project / "expected" / "toytwin.yaml").write_text(yaml.safe_dump(expected))
+    first = run_mod.run_spec(load_spec("reproductions/toytrain.yaml"), "smoke", progress=False, data="suite",
+                             cells=["A*"])
+    second = run_mod.run_spec(load_spec("reproductions/toytwin.yaml"), "smoke", progress=False, data="suite")
+    a, b = (json.loads(p.read_text()) for p in (first, second))
+    assert a["cells"] == b["cells"] and a["series"] == b["series"]  # the twin resumed the finished run
+    assert not (project / "runs/toytwin/smoke/A_suite_data__Text").exists()
+    twin["tiers"]["smoke"]["train"] = {**TRAIN, "lr": 0.02}  # another configuration: refused, not reused
+    (project / "reproductions" / "toytwin.yaml").write_text(yaml.safe_dump(twin))
+    with pytest.raises(Exception, match="(?i)checkpoint"):
+        run_mod.run_spec(load_spec("reproductions/toytwin.yaml"), "smoke", progress=False, data="suite")

@@ -9,7 +9,8 @@ Config (one tier of a spec):
              model: {ssm: {...}, transformer: {...}} per-architecture overrides for this task.
              extra_eval: [{column, loader_args, rate}]: more columns, each the cell's model at its best validation
              epoch tested on another test set at a step-size rate (S4 Table 5's 0.5x; runners/train/extra_eval.py).
-    models:  row -> {arch: ssm | transformer, model: {...}, train: {...}}
+    models:  row -> {arch: ssm | transformer, model: {...}, train: {...}, train_in: {spec, row} (optional: train in,
+             or resume, that spec's run of the same configuration, see cell_dir)}
     model_defaults: {ssm: {...SequenceModel kwargs}, transformer: {...TransformerModel kwargs}}
     train:   TrainConfig fields shared by every cell (task and row entries override them)
     skip:    [[row, column], ...] cells not to run (a column with every cell skipped is not prepared)
@@ -87,9 +88,16 @@ class TrainTableConfig:
                 raise ValueError(f"tasks.{col}.prepare.preparer: {prep.get('preparer')!r} not allowed; choose one "
                                  f"of {sorted(PREPARERS)}")
         for row, m in self.models.items():
-            unknown = set(m) - {"arch", "model", "train", "tasks"}
+            unknown = set(m) - {"arch", "model", "train", "tasks", "train_in"}
             if unknown:
-                raise ValueError(f"models.{row}: unknown key(s) {sorted(unknown)}; allowed: arch, model, train, tasks")
+                raise ValueError(f"models.{row}: unknown key(s) {sorted(unknown)}; allowed: arch, model, train, tasks, "
+                                 f"train_in")
+            shared = m.get("train_in")
+            if shared is not None and not (isinstance(shared, dict) and set(shared) == {"spec", "row"}
+                                           and all(isinstance(v, str) and v for v in shared.values())
+                                           and re.fullmatch(r"[a-z0-9][a-z0-9-]*", shared["spec"])):
+                raise ValueError(f"models.{row}.train_in: {shared!r} not allowed; {{spec: <spec id>, row: <row of that "
+                                 f"spec>}} (the cell trains in, or resumes, that spec's run of the same configuration)")
             if m.get("arch") not in ARCHS:
                 raise ValueError(f"models.{row}.arch: {m.get('arch')!r} not allowed; choose one of {list(ARCHS)}")
         check_derived(self.tasks, self.models, self.deltas)
@@ -143,6 +151,16 @@ def units_to_train(cfg: TrainTableConfig, selected: frozenset | None, only: froz
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+
+
+def cell_dir(ctx: RunContext, row_cfg: dict, row: str, col: str) -> Path:
+    """Where a cell trains: runs/<spec>/<tier>/<row>__<task>/, or, for a row with ``train_in: {spec, row}``, that
+    spec's run of that row (one identical configuration in two tables trains once; the checkpoint's configuration
+    check refuses to resume a run of any other configuration)."""
+    shared = row_cfg.get("train_in")
+    if shared is None:
+        return ctx.work_dir / f"{_slug(row)}__{_slug(col)}"
+    return ctx.work_dir.parent.parent / shared["spec"] / ctx.tier / f"{_slug(shared['row'])}__{_slug(col)}"
 
 
 def prepare_data(col: str, task: dict, ctx: RunContext) -> Path:
@@ -259,13 +277,13 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             train_dict = cfg.cell_train(row, col)
             train_dict.setdefault("seed", ctx.seed)  # the run's seed unless the spec gives the cell one
             train_cfg = TrainConfig.from_dict(train_dict)
-            run_dir = ctx.work_dir / f"{_slug(row)}__{_slug(col)}"
+            run_dir = cell_dir(ctx, row_cfg, row, col)
             oom = None
             todo = [(ev, t) for ev, t in extra_tasks if (row, ev.column) not in skip]
             evaluator = ExtraEvaluator(todo, task, train_cfg, run_dir, ctx.device) if todo else None
             model_fn = partial(build_model, arch, model_kwargs, task)
             try:
-                with exclusive(ctx.work_dir / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
+                with exclusive(run_dir.parent / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
                     result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
                                    ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
                                    on_step=evaluator.on_step if evaluator else None, deadline=ctx.deadline,
