@@ -19,16 +19,17 @@ from tabulate import tabulate
 
 from . import registry
 from . import results as results_mod
-from .compare import compare, latest_result, load_result, summary
+from .compare import ResultsError, counts_text, judge_tier, latest_result, load_tier_results
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
 from .registry import Paused
-from .report import fmt, report_all
+from .report import column_label, report_all
 from .result_diff import compare_files, regressions
 from .run import NotRunnable, run_spec, tier_config, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
 from .selection import cell_name, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
+from .textfmt import fmt
 from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
 
 EXIT_FAIL, EXIT_NOT_RUNNABLE, EXIT_BAD_SPEC = 1, 3, 2  # EXIT_PAUSED (4): stopped at --stop-after-minutes
@@ -189,28 +190,41 @@ def use_results_dir(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Exit 1 on a FAIL, except FAILs whose analysis is recorded in expected/ (``known_fail``)."""
-    failed = False
+    """Exit 1 on a FAIL (claims and sanity checks alike), except FAILs whose analysis is recorded in expected/
+    (``known_fail``), and on a ``known_fail`` cell that passes (a stale analysis); exit 2 on a results file that
+    cannot be read."""
+    failed = bad_file = False
     tiers = [args.tier] if args.tier else list(TIERS)
     for spec in _specs(args.spec):
         expected = load_expected(expected_path(spec.id))
         for tier in tiers:
-            path = latest_result(spec.id, tier)
-            if path is None:
+            try:
+                loaded = load_tier_results(spec.id, tier)
+            except ResultsError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                bad_file = True
+                continue
+            if not loaded:
                 if args.tier:
                     print(f"{spec.id} [{tier}]: NOT-RUN (no results)")
                 continue
-            verdicts = compare(expected, load_result(path), tier)
-            counts = summary(verdicts)
-            failed |= any(v.unexpected_fail for v in verdicts)
-            print(f"{spec.id} [{tier}] ({path}): " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+            verdicts = judge_tier(expected, [doc for _, doc in loaded], tier)
+            stale = [v for v in verdicts if v.stale_known_fail]
+            failed |= any(v.unexpected_fail for v in verdicts) or bool(stale)
+            files = sorted({v.result for v in verdicts if v.result is not None})
+            where = ", ".join(str(loaded[i][0]) for i in files) or str(loaded[0][0])
+            print(f"{spec.id} [{tier}] ({where}): {counts_text(verdicts)}")
+            for v in stale:
+                print(f"  stale known_fail: {v.row} / {v.column} now reads {v.verdict}; expected/{spec.id}.yaml "
+                      f"says it fails ({v.known_fail})")
             shown = [v for v in verdicts if args.verbose or v.verdict in ("FAIL", "IMPROVED")]
             if shown:
-                print(tabulate([[v.row, v.column, fmt(v.paper), fmt(v.measured), v.check,
-                                 v.verdict + (" (known)" if v.known_fail else ""), v.detail]
+                print(tabulate([[v.row, column_label(v.column), fmt(v.paper), fmt(v.measured), v.check,
+                                 v.verdict + (" (known)" if v.known_fail else "")
+                                 + (" (sanity)" if v.role == "sanity" else ""), v.detail]
                                 for v in shown], headers=["row", "column", "paper", "ours", "check", "verdict",
                                                           "detail"]))
-    return EXIT_FAIL if failed else 0
+    return EXIT_BAD_SPEC if bad_file else EXIT_FAIL if failed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -298,7 +312,8 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     p.add_argument("--unit", help=argparse.SUPPRESS)  # ROW|TASK: the one training cell of a --gpus child
     add_run_options(p)
     p.set_defaults(fn=cmd_run)
-    p = sub.add_parser("check", help="diff the latest results with expected/; exit 1 on FAIL")
+    p = sub.add_parser("check", help="judge every results file of each tier against expected/; exit 1 on FAIL or "
+                                     "on a known_fail cell that passes")
     p.add_argument("spec", nargs="*", help="spec ids or paths (default: every spec)")
     p.add_argument("--tier", choices=TIERS, help="check this tier only (default: every tier with results)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every cell, not only FAIL / IMPROVED")
@@ -330,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         use_results_dir(args)
         return args.fn(args)
-    except (SpecError, LogUnavailable) as exc:
+    except (SpecError, LogUnavailable, ResultsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SPEC
     finally:

@@ -1,6 +1,7 @@
 """expected/<table>.yaml: the papers' numbers per cell, and the checks per tier (schema in expected/README.md)."""
 from __future__ import annotations
 
+import math
 import numbers
 from pathlib import Path
 from typing import Any
@@ -15,59 +16,115 @@ TOP_KEYS = {"table", "paper", "title", "source", "rows", "columns", "cells"}
 CELL_KEYS = {"row", "column", "paper", "std", "unit", "better", "source", "note", "checks"}
 OPTIONAL_CELL_KEYS = {"known_fail"}
 
-CHECK_KINDS = {"tolerance", "bound", "within_factor", "ordering", "not_run"}
+CHECK_KINDS = {"tolerance", "bound", "within_factor", "ordering", "std", "not_run", "context"}
+#: keys allowed beside the check kind in one tier's check
+CHECK_MODIFIERS = {"target", "significance", "x_counts_as", "plausible_factor", "role"}
+#: kinds that judge a measurement (the other two say why there is none to judge)
+JUDGING_KINDS = CHECK_KINDS - {"not_run", "context"}
+#: kinds whose result beyond the check on the ``better`` side is IMPROVED (bounded by ``plausible_factor``)
+IMPROVABLE_KINDS = {"tolerance", "within_factor", "std"}
+ROLES = ("claim", "sanity")
+X_COUNTS_AS = ("worse", "better")
+DEFAULT_PLAUSIBLE_FACTOR = 2.0
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+    """A finite real number (YAML's .inf and .nan load as floats and are rejected here)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _is_text(x: Any) -> bool:
     return isinstance(x, str) and x.strip() != ""
 
 
-def _check_errors(where: str, check: Any, cell: dict, rows: set, columns: set) -> list[str]:
-    """Errors in one tier's check of one cell (README 'Check kinds' table)."""
-    if not isinstance(check, dict):
-        return [f"{where}: must be a mapping with one check key, got {check!r}"]
-    kinds = [k for k in check if k in CHECK_KINDS]
-    unknown = set(check) - CHECK_KINDS - {"target", "significance"}
-    errs = ([f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(CHECK_KINDS)}, 'target' and "
-             f"'significance'"] if unknown else [])
-    if len(kinds) != 1:
-        return errs + [f"{where}: needs exactly one of {sorted(CHECK_KINDS)}, got {kinds}"]
-    kind, arg = kinds[0], check[kinds[0]]
-    if "target" in check and not (_is_number(check["target"]) or check["target"] == "X"):
-        errs.append(f"{where}.target: must be a number or 'X', got {check['target']!r}")
-    centre = check.get("target", cell.get("paper"))
+def check_kind(check: dict) -> str:
+    """The one check kind of a (valid) tier check."""
+    return next(k for k in check if k in CHECK_KINDS)
+
+
+def check_role(check: dict) -> str:
+    """'claim' (the default) or 'sanity'."""
+    return check.get("role", "claim")
+
+
+def _modifier_errors(where: str, kind: str, check: dict, cell: dict) -> list[str]:
+    """Errors in the keys beside the check kind: target, significance, x_counts_as, plausible_factor, role."""
+    errs = []
+    if "target" in check:
+        if kind not in ("tolerance", "within_factor"):
+            errs.append(f"{where}.target: only goes with tolerance or within_factor, not {kind!r}")
+        elif not (_is_number(check["target"]) or check["target"] == "X"):
+            errs.append(f"{where}.target: must be a finite number or 'X', got {check['target']!r}")
     if "significance" in check:
         sig = check["significance"]
         if kind != "ordering":
             errs.append(f"{where}.significance: only goes with an ordering check, not {kind!r}")
-        elif not (isinstance(sig, dict) and set(sig) == {"n", "z"} and isinstance(sig["n"], int) and sig["n"] > 0
-                  and _is_number(sig["z"]) and sig["z"] > 0):
-            errs.append(f"{where}.significance: must be {{n: test examples (int > 0), z: standard errors (> 0)}}, "
-                        f"got {sig!r}")
+        elif not (isinstance(sig, dict) and set(sig) == {"n", "z"} and isinstance(sig["n"], int)
+                  and not isinstance(sig["n"], bool) and sig["n"] > 0 and _is_number(sig["z"]) and sig["z"] > 0):
+            errs.append(f"{where}.significance: must be {{n: test examples (int > 0), z: standard errors (finite "
+                        f"number > 0)}}, got {sig!r}")
         elif not str(cell.get("unit", "")).startswith("%"):
             errs.append(f"{where}.significance: compares accuracies in %, but the cell's unit is {cell.get('unit')!r}")
-    if kind == "not_run":
+    if "x_counts_as" in check:
+        if kind != "ordering":
+            errs.append(f"{where}.x_counts_as: only goes with an ordering check, not {kind!r}")
+        elif check["x_counts_as"] not in X_COUNTS_AS:
+            errs.append(f"{where}.x_counts_as: must be one of {list(X_COUNTS_AS)}, got {check['x_counts_as']!r}")
+    if "plausible_factor" in check:
+        f = check["plausible_factor"]
+        if kind not in IMPROVABLE_KINDS:
+            errs.append(f"{where}.plausible_factor: only goes with {sorted(IMPROVABLE_KINDS)}, not {kind!r}")
+        elif not (_is_number(f) and f > 1):
+            errs.append(f"{where}.plausible_factor: must be a finite number > 1, got {f!r}")
+        elif kind == "within_factor" and _is_number(check[kind]) and f <= check[kind]:
+            errs.append(f"{where}.plausible_factor: {f!r} is not above within_factor {check[kind]!r}, so no result "
+                        f"could be IMPROVED; drop it or make it larger")
+    if "role" in check:
+        if kind not in JUDGING_KINDS:
+            errs.append(f"{where}.role: a {kind!r} check judges nothing, so it has no role")
+        elif check["role"] not in ROLES:
+            errs.append(f"{where}.role: must be one of {list(ROLES)}, got {check['role']!r}")
+    return errs
+
+
+def _check_errors(where: str, check: Any, cell: dict, rows: set, columns: set) -> list[str]:
+    """Errors in one tier's check of one cell (expected/README.md, 'Check kinds')."""
+    if not isinstance(check, dict):
+        return [f"{where}: must be a mapping with one check key, got {check!r}"]
+    kinds = [k for k in check if k in CHECK_KINDS]
+    unknown = set(check) - CHECK_KINDS - CHECK_MODIFIERS
+    errs = ([f"{where}: unknown key(s) {sorted(unknown)}; allowed: one of {sorted(CHECK_KINDS)} and "
+             f"{sorted(CHECK_MODIFIERS)}"] if unknown else [])
+    if len(kinds) != 1:
+        return errs + [f"{where}: needs exactly one of {sorted(CHECK_KINDS)}, got {kinds}"]
+    kind, arg = kinds[0], check[kinds[0]]
+    errs += _modifier_errors(where, kind, check, cell)
+    centre = check.get("target", cell.get("paper"))
+    if kind in ("not_run", "context"):
         if not _is_text(arg):
-            errs.append(f"{where}.not_run: must be a non-empty reason string")
+            errs.append(f"{where}.{kind}: must be a non-empty reason string")
     elif kind == "tolerance":
         if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"abs", "rel"}
                 and _is_number(next(iter(arg.values()))) and next(iter(arg.values())) >= 0):
-            errs.append(f"{where}.tolerance: must be {{abs: a}} or {{rel: r}} with a number >= 0, got {arg!r}")
+            errs.append(f"{where}.tolerance: must be {{abs: a}} or {{rel: r}} with a finite number >= 0, got {arg!r}")
         if not (_is_number(centre) or centre == "X"):
-            errs.append(f"{where}.tolerance: needs a numeric paper value or target, got {centre!r}")
+            errs.append(f"{where}.tolerance: needs a finite numeric paper value or target, got {centre!r}")
     elif kind == "bound":
         if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"min", "max"}
                 and _is_number(next(iter(arg.values())))):
-            errs.append(f"{where}.bound: must be {{min: m}} or {{max: m}} with a number, got {arg!r}")
+            errs.append(f"{where}.bound: must be {{min: m}} or {{max: m}} with a finite number, got {arg!r}")
     elif kind == "within_factor":
         if not (_is_number(arg) and arg >= 1):
-            errs.append(f"{where}.within_factor: must be a number >= 1, got {arg!r}")
+            errs.append(f"{where}.within_factor: must be a finite number >= 1, got {arg!r}")
         if not (_is_number(centre) and centre > 0):
-            errs.append(f"{where}.within_factor: needs a positive numeric paper value or target, got {centre!r}")
+            errs.append(f"{where}.within_factor: needs a positive finite paper value or target, got {centre!r}")
+    elif kind == "std":
+        if not (_is_number(arg) and arg > 0):
+            errs.append(f"{where}.std: must be a finite number k > 0 (PASS within k standard deviations), got {arg!r}")
+        if not (_is_number(cell.get("std")) and cell["std"] > 0):
+            errs.append(f"{where}.std: needs the cell's 'std' to be a finite number > 0, got {cell.get('std')!r}")
+        if not _is_number(cell.get("paper")):
+            errs.append(f"{where}.std: needs a finite numeric paper value, got {cell.get('paper')!r}")
     elif kind == "ordering":
         if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"greater_than", "less_than"}
                 and isinstance(next(iter(arg.values())), list) and next(iter(arg.values()))):
@@ -135,10 +192,10 @@ def schema_errors(doc: Any, name: str) -> list[str]:
             if not _is_text(c.get("note")):
                 errs.append(f"{where}: 'paper: null' needs a non-empty note")
         elif not (_is_number(paper) or paper == "X"):
-            errs.append(f"{where}: 'paper' must be a number, 'X' or null, got {paper!r}")
+            errs.append(f"{where}: 'paper' must be a finite number, 'X' or null, got {paper!r}")
         std = c.get("std")
         if std is not None and not (_is_number(std) and std >= 0):
-            errs.append(f"{where}: 'std' must be null or a number >= 0, got {std!r}")
+            errs.append(f"{where}: 'std' must be null or a finite number >= 0, got {std!r}")
         if not _is_text(c.get("unit")):
             errs.append(f"{where}: 'unit' must be a non-empty string")
         if c.get("better") not in ("higher", "lower"):

@@ -4,56 +4,92 @@ Generated from results files only.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
 from . import results as results_mod
-from .results import write_text_atomic
-from .compare import CellVerdict, compare, latest_result, load_result, summary
+from .compare import (CellVerdict, ResultsError, compare, context_count, counts_text, judge_tier, load_tier_results,
+                      sanity_summary, summary)
 from .expected import expected_path, load_expected
 from .plots import PLOTS
+from .results import write_text_atomic
 from .run import command_for
 from .spec import TIERS, Spec, load_spec, spec_paths
+from .textfmt import fmt
 
 TABLES_DIR = Path("tables")
 PAPER_NAMES = {"s4": "S4 (Gu, Goel, Re, ICLR 2022)", "s4d": "S4D (Gu, Gupta, Goel, Re, 2022)"}
+MIB_NOTE = ("Memory columns hold MiB (2^20 bytes, as torch.cuda reports them); the papers' tables and the expected "
+            "files call the column MB.")
+Loaded = dict[str, list[tuple[Path, dict]]]  # tier -> results files (newest first)
+PLOT_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
 
 
-def fmt(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.3e}"
-    return str(x)
+def column_label(column: str) -> str:
+    """A column name as reports print it: memory read from torch.cuda is in MiB, which the papers call MB."""
+    return re.sub(r"\bMB\b", "MiB", column)
 
 
-def _grid(expected: dict, verdicts: list[CellVerdict]) -> str:
+def paper_text(v: CellVerdict) -> str:
+    """The paper's value, with its standard deviation where it gives one: "88.65 ± 0.23"."""
+    if isinstance(v.std, (int, float)) and not isinstance(v.std, bool) and v.std > 0 and v.paper is not None:
+        return f"{fmt(v.paper)} ± {fmt(v.std)}"
+    return fmt(v.paper)
+
+
+def _grid_cell(v: CellVerdict, numbered: bool) -> str:
+    """One cell of the main table: paper / ours VERDICT (the check that judged it)."""
+    if v.verdict == "CONTEXT":
+        return f"{paper_text(v)} (context)"
+    if v.kind == "not_run" or (v.verdict == "NOT-RUN" and v.measured is None):
+        return f"{paper_text(v)} / - NOT-RUN"
+    verdict = f"sanity {v.verdict}" if v.role == "sanity" else v.verdict
+    source = f" [{v.result + 1}]" if numbered and v.result is not None else ""
+    return f"{paper_text(v)} / {fmt(v.measured)} {verdict} ({v.check}){source}"
+
+
+def _grid(expected: dict, verdicts: list[CellVerdict], numbered: bool = False) -> str:
     by_key = {(v.row, v.column): v for v in verdicts}
     rows = []
     for row in expected["rows"]:
         line = [row]
         for col in expected["columns"]:
             v = by_key.get((row, col))
-            line.append("" if v is None else f"{fmt(v.paper)} / {fmt(v.measured)} {v.verdict}")
+            line.append("" if v is None else _grid_cell(v, numbered))
         rows.append(line)
-    return tabulate(rows, headers=["paper / ours", *expected["columns"]], tablefmt="github")
+    return tabulate(rows, headers=["paper / ours", *map(column_label, expected["columns"])], tablefmt="github")
 
 
-def _details(verdicts: list[CellVerdict]) -> str:
-    rows = [[v.row, v.column, fmt(v.paper), fmt(v.measured), v.check, v.verdict,
+def _details(verdicts: list[CellVerdict], numbered: bool = False) -> str:
+    rows = [[v.row, column_label(v.column), paper_text(v), fmt(v.measured), v.check, v.role, v.verdict,
              v.detail + (f" Known discrepancy: {v.known_fail}" if v.known_fail and v.verdict == "FAIL" else "")]
+            + ([v.result + 1 if v.result is not None else "-"] if numbered else [])
             for v in verdicts]
-    return tabulate(rows, headers=["row", "column", "paper", "ours", "check", "verdict", "detail"], tablefmt="github")
+    headers = ["row", "column", "paper", "ours", "check", "role", "verdict", "detail"] + (["file"] if numbered else [])
+    return tabulate(rows, headers=headers, tablefmt="github")
+
+
+def _sanity(verdicts: list[CellVerdict]) -> list[str]:
+    """The "Sanity checks" section: checks that guard the machinery, not claims of the paper."""
+    shown = [v for v in verdicts if v.role == "sanity"]
+    if not shown:
+        return []
+    rows = [[v.row, column_label(v.column), fmt(v.measured), v.check, v.verdict, v.detail] for v in shown]
+    return ["### Sanity checks", "", "These guard the machinery (a loss falls, a kernel equals its reference); they "
+            "are not claims of the paper and are counted apart. A sanity FAIL still fails `runners check`.", "",
+            tabulate(rows, headers=["row", "column", "ours", "check", "verdict", "detail"], tablefmt="github"), ""]
 
 
 def _env_line(result: dict) -> str:
-    env = result["environment"]
-    return (f"device **{env['device_name']}**, torch {env['torch']}, triton {env['triton']}, commit "
-            f"`{env['git_commit']}`" + (f" ({env['git_commit_note']}; recorded: `{env['git_commit_recorded']}`)"
-                                        if env.get("git_commit_note") else "")
-            + f", finished {result['finished']}, wall time {result['wall_time_s']:.1f} s, seed {result['seed']}")
+    env = result.get("environment") or {}
+    wall = result.get("wall_time_s")
+    return (f"device **{env.get('device_name', '?')}**, torch {env.get('torch', '?')}, triton {env.get('triton')}, "
+            f"commit `{env.get('git_commit')}`"
+            + (f" ({env['git_commit_note']}; recorded: `{env.get('git_commit_recorded')}`)"
+               if env.get("git_commit_note") else "")
+            + f", finished {result.get('finished', '?')}, wall time {fmt(wall)} s, seed {result.get('seed', '?')}")
 
 
 def overrides_lines(result: dict) -> list[str]:
@@ -62,78 +98,121 @@ def overrides_lines(result: dict) -> list[str]:
     return [f"Settings changed from the spec (`--set`): {', '.join(f'`{o}`' for o in given)}.", ""] if given else []
 
 
-def report_spec(spec: Spec, out_dir: Path, results_root: Path) -> dict[str, dict[str, int] | None]:
-    """Write tables/<id>.md (+ plots); return the verdict counts per tier (None where not run)."""
+def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]:
+    """The spec's plots from the newest results file of the tier that has series; a malformed one is one line."""
+    path, result = next(((p, r) for p, r in loaded if r.get("series")), loaded[0])
+    lines = []
+    for name in spec.plots:
+        png = out_dir / f"{spec.id}_{name}.png"
+        try:
+            PLOTS[name](result, png, expected)
+        except PLOT_ERRORS as exc:
+            raise ResultsError(f"{path}: cannot draw plot {name!r} from its series ({type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())[:200]})") from None
+        lines += [f"![{name} ({tier} tier)]({png.name})", ""]
+    return lines
+
+
+def report_spec(spec: Spec, out_dir: Path, results_root: Path,
+                loaded: Loaded | None = None) -> dict[str, list[CellVerdict] | None]:
+    """Write tables/<id>.md (+ plots); return the verdicts per tier (None where not run).
+
+    ``loaded``: the tier's results files as :func:`runners.compare.load_tier_results` gives them (read here
+    when not given).
+    """
     expected = load_expected(expected_path(spec.id))
+    loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
     lines = [f"# {spec.table}: {spec.title}", "",
              f"Paper: {PAPER_NAMES[spec.paper]}. Source of the expected values: {expected['source']}. "
              f"Spec: `{spec.path}`; expected values: `{expected_path(spec.id)}`.", ""]
     if spec.description:
         lines += [spec.description.strip(), ""]
-    lines += ["Each cell reads `paper / ours VERDICT`. Verdicts: PASS, FAIL, IMPROVED (better than the paper by "
-              "more than the tolerance: review), NOT-RUN (reason in the details).", ""]
-    counts: dict[str, dict[str, int] | None] = {}
+    lines += ["Each cell reads `paper / ours VERDICT (check)`: the paper's value (± its standard deviation where "
+              "it gives one), ours, the verdict and the check that gave it. Verdicts: PASS, FAIL, IMPROVED (better "
+              "than the paper beyond the check, within a plausible factor: review), NOT-RUN (reason in the "
+              "details); `(context)` marks prior work's numbers the suite does not rerun. Counts are of the "
+              "paper's claims; context rows and sanity checks are counted apart.", ""]
+    if any(column_label(c) != c for c in expected["columns"]):
+        lines += [MIB_NOTE, ""]
+    out: dict[str, list[CellVerdict] | None] = {}
     plotted = False
     for tier in reversed(TIERS):  # full, budget, smoke: the most faithful tier first
-        path = latest_result(spec.id, tier, results_root)
-        result = load_result(path) if path else None
-        verdicts = compare(expected, result, tier)
-        lines.append(f"## Tier: {tier}")
-        lines.append("")
-        if result is None:
-            counts[tier] = None
+        files = loaded[tier]
+        verdicts = judge_tier(expected, [doc for _, doc in files], tier)
+        lines += [f"## Tier: {tier}", ""]
+        if not files:
+            out[tier] = None
             lines += [f"NOT-RUN: no results for this tier. To run it: `{command_for(spec, tier)}`", ""]
             continue
-        counts[tier] = summary(verdicts)
-        lines += [f"Measured on {_env_line(result)}. Results file: `{path}`.", "", *overrides_lines(result),
-                  "Verdicts: " + ", ".join(f"{k} {n}" for k, n in counts[tier].items()), "",
-                  _grid(expected, verdicts), ""]
+        out[tier] = verdicts
+        used = sorted({v.result for v in verdicts if v.result is not None}) or [0]
+        numbered = len(used) > 1
+        if numbered:
+            lines += ["Results files (each cell is judged by the newest file that measured it; `[n]` in a cell "
+                      "names its file):", ""]
+            for i in used:
+                lines += [f"{i + 1}. `{files[i][0]}`: measured on {_env_line(files[i][1])}."]
+                lines += [f"   {line}" for line in overrides_lines(files[i][1]) if line]
+            lines += [""]
+        else:
+            lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
+                      *overrides_lines(files[used[0]][1])]
+        lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
         known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}
         lines += [f"**FAIL, analysed:** {k}" for k in sorted(known)] + ([""] if known else [])
-        for note in result.get("notes", []):
-            lines.append(f"- {note}")
-        if result.get("notes"):
-            lines.append("")
+        for i in used:
+            notes = files[i][1].get("notes") or []
+            lines += [f"- {f'[{i + 1}] ' if numbered else ''}{note}" for note in notes] + ([""] if notes else [])
+        lines += _sanity(verdicts)
         if spec.plots and not plotted:
-            for name in spec.plots:
-                png = out_dir / f"{spec.id}_{name}.png"
-                PLOTS[name](result, png)
-                lines += [f"![{name} ({tier} tier)]({png.name})", ""]
+            lines += _draw(spec, expected, tier, [files[i] for i in used], out_dir)
             plotted = True
-        lines += ["<details><summary>Every cell with its check</summary>", "", _details(verdicts), "",
-                  "</details>", ""]
+        lines += ["<details><summary>Every cell with its check and the reason for its verdict</summary>", "",
+                  _details(verdicts, numbered), "", "</details>", ""]
     write_text_atomic(out_dir / f"{spec.id}.md", "\n".join(lines))
-    return counts
+    return out
 
 
 def report_unrun_table(expected: dict, out_dir: Path) -> None:
     """A table whose runner does not exist yet: the paper's values, every cell NOT-RUN."""
     verdicts = compare(expected, None, "full")
     lines = [f"# {expected['title']}", "", f"Paper: {PAPER_NAMES[expected['paper']]}. Source: {expected['source']}.",
-             "", "NOT-RUN at every tier: this table has no spec / runner yet (see the open issues). The paper's "
+             "", "NOT-RUN at every tier: this table has no spec / runner yet. The paper's "
              "values, with their sources, are in " f"`{expected_path(expected['table'])}`.", "",
              _grid(expected, verdicts), ""]
     write_text_atomic(out_dir / f"{expected['table']}.md", "\n".join(lines))
 
 
+def _index_counts(verdicts: list[CellVerdict] | None) -> str:
+    """One tier's counts for the index: the claims' nonzero verdicts, then context and sanity counts."""
+    if verdicts is None:
+        return "NOT-RUN"
+    parts = [" ".join(f"{k} {n}" for k, n in summary(verdicts).items() if n)]
+    if context_count(verdicts):
+        parts.append(f"context {context_count(verdicts)}")
+    sanity = sanity_summary(verdicts)
+    if any(sanity.values()):
+        parts.append("sanity " + " ".join(f"{k} {n}" for k, n in sanity.items() if n))
+    return "; ".join(p for p in parts if p)
+
+
 def report_all(out_dir: Path | None = None, results_root: Path | None = None) -> Path:
-    """Reports for every spec and the index tables/README.md; returns the index path."""
+    """Reports for every spec and the index tables/README.md; returns the index path.
+
+    Every results file is read and checked before anything is written: a corrupt one stops the report with a
+    one-line :class:`ResultsError` naming it.
+    """
     out_dir = out_dir or TABLES_DIR
     results_root = results_root or results_mod.RESULTS_DIR
+    specs = [load_spec(path) for path in spec_paths()]
+    loaded = {spec.id: {t: load_tier_results(spec.id, t, results_root) for t in TIERS} for spec in specs}
     rows = []
-    for path in spec_paths():
-        spec = load_spec(path)
-        counts = report_spec(spec, out_dir, results_root)
-        cells = []
-        for tier in TIERS:
-            c = counts[tier]
-            cells.append("NOT-RUN" if c is None else " ".join(f"{k} {n}" for k, n in c.items() if n))
+    for spec in specs:
+        verdicts = report_spec(spec, out_dir, results_root, loaded[spec.id])
         rows.append([f"[{spec.id}]({spec.id}.md)", f"{spec.paper.upper()} {spec.table}", spec.title,
-                     f"`make {spec.make}`" if spec.make else f"`ssm-repro run {spec.path}`", *cells])
-    index = ["# Reproduction reports", "",
-             "One line per table; generated by `python -m runners report` from the results files only.", "",
-             tabulate(rows, headers=["report", "table", "title", "command", *TIERS], tablefmt="github"), ""]
-    spec_ids = {load_spec(s).id for s in spec_paths()}
+                     f"`make {spec.make}`" if spec.make else f"`ssm-repro run {spec.path}`",
+                     *[_index_counts(verdicts[t]) for t in TIERS]])
+    spec_ids = {spec.id for spec in specs}
     for path in sorted(Path("expected").glob("*.yaml")):
         if path.stem in spec_ids:
             continue
@@ -141,7 +220,11 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
         report_unrun_table(expected, out_dir)
         rows.append([f"[{path.stem}]({path.stem}.md)", f"{expected['paper'].upper()} {path.stem}",
                      expected["title"], "no spec yet", *["NOT-RUN"] * len(TIERS)])
-    index[4] = tabulate(rows, headers=["report", "table", "title", "command", *TIERS], tablefmt="github")
+    index = ["# Reproduction reports", "",
+             "One line per table; generated by `python -m runners report` from the results files only. Counts "
+             "per tier: the paper's claims by verdict, then context rows (prior work's numbers the suite does not "
+             "rerun) and sanity checks (they guard the machinery), counted apart.", "",
+             tabulate(rows, headers=["report", "table", "title", "command", *TIERS], tablefmt="github"), ""]
     extra = sorted(p for p in out_dir.glob("*.md") if p.name != "README.md"
                    and p.stem not in spec_ids | {p.stem for p in Path("expected").glob("*.yaml")})
     if extra:

@@ -132,11 +132,12 @@ def test_cuda_tier_without_gpu_is_not_runnable(project: Path, monkeypatch: pytes
     ({"bound": {"max": 5}}, 4.9, None, "lower", "PASS"),
     ({"within_factor": 2}, 19, 10, "lower", "PASS"),
     ({"within_factor": 2}, 21, 10, "lower", "FAIL"),
-    ({"within_factor": 2}, 4, 10, "lower", "IMPROVED"),
+    ({"within_factor": 2, "plausible_factor": 3}, 4, 10, "lower", "IMPROVED"),
+    ({"within_factor": 2}, 4, 10, "lower", "FAIL"),  # 2.5x better than the paper: beyond the default factor 2
     ({"tolerance": {"abs": 0}}, "X", "X", "higher", "PASS"),
     ({"tolerance": {"abs": 1}}, "X", 10, "higher", "FAIL"),
     ({"not_run": "why"}, 3, 10, "higher", "NOT-RUN"),
-    ({"bound": {"min": 0}}, None, 10, "higher", "NOT-RUN"),
+    ({"bound": {"min": 0}}, None, 10, "higher", "FAIL"),  # null without the runner's reason
 ])
 def test_judge(check: dict, value, paper, better: str, verdict: str) -> None:
     cell = _cell("c", paper, {"smoke": check, "budget": check, "full": check}, better)
@@ -148,8 +149,12 @@ def test_ordering_against_other_cells() -> None:
                              for t in ("smoke", "budget", "full")})
     assert judge(cell, "smoke", {("r", "c"): 1, ("r", "d"): 2}).verdict == "PASS"
     assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): 2}).verdict == "FAIL"
-    assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): "X"}).verdict == "PASS"  # the other ran out of memory
-    assert judge(cell, "smoke", {("r", "c"): 3}).verdict == "NOT-RUN"
+    # the other ran out of memory: an ordering must say what X means there (x_counts_as), else FAIL
+    assert judge(cell, "smoke", {("r", "c"): 3, ("r", "d"): "X"}).verdict == "FAIL"
+    x_worse = _cell("c", None, {t: {"ordering": {"less_than": [{"row": "r", "column": "d"}]}, "x_counts_as": "worse"}
+                                for t in ("smoke", "budget", "full")}, better="lower")
+    assert judge(x_worse, "smoke", {("r", "c"): 3, ("r", "d"): "X"}).verdict == "PASS"
+    assert judge(cell, "smoke", {("r", "c"): 3}).verdict == "NOT-RUN"  # the reference is not measured
 
 
 def test_ordering_with_significance_needs_a_gap_beyond_the_test_noise() -> None:

@@ -166,7 +166,7 @@ def test_metric_cells_read_the_train_result(tmp_path, toy_loader, monkeypatch):
     cfg = toy_config(ALL_METRICS, skip=[["Attention", "Toy"], ["S4D again", "Toy"]])
     cells = cells_by_key(run_train_table(cfg, ctx(tmp_path)))
     assert {k[1]: (c.value, c.unit) for k, c in cells.items()} == {
-        "Toy accuracy": (65.5, "% acc"), "Toy steps/s": (4.25, "steps/s"), "Toy peak memory MB": (1234.5, "MB"),
+        "Toy accuracy": (65.5, "% acc"), "Toy steps/s": (4.25, "steps/s"), "Toy peak memory MB": (1234.5, "MiB"),
         "Toy fits in memory": (1, METRICS["fits"][1])}
     assert "best val epoch 3, stop: max_minutes" in cells[("S4D", "Toy accuracy")].note
 

@@ -95,7 +95,7 @@ def run_conjecture5(cfg: Conjecture5Config, ctx: RunContext) -> RunOutput:
 
 
 @register_plot("conjecture5_eigs")
-def plot_conjecture5_eigs(result: dict, path: Path) -> None:
+def plot_conjecture5_eigs(result: dict, path: Path, expected: dict | None = None) -> None:
     """Like S4D Fig. 3: imaginary parts of the diagonal inits at one N; and S4D-LegS / S4D-Inv per N."""
     import matplotlib.pyplot as plt
 
@@ -128,7 +128,7 @@ def plot_conjecture5_eigs(result: dict, path: Path) -> None:
 
 
 @register_plot("conjecture5_top")
-def plot_conjecture5_top(result: dict, path: Path) -> None:
+def plot_conjecture5_top(result: dict, path: Path, expected: dict | None = None) -> None:
     """Im(A)_0 - N^2/pi against N, with Conjecture 5's constant."""
     import matplotlib.pyplot as plt
 

@@ -97,7 +97,7 @@ def run_figure4(cfg: Figure4Config, ctx: RunContext) -> RunOutput:
 
 
 @register_plot("figure4_basis")
-def plot_figure4_basis(result: dict, path: Path) -> None:
+def plot_figure4_basis(result: dict, path: Path, expected: dict | None = None) -> None:
     """Like S4D Fig. 4: basis kernels of (A + P P^T, B) for each sigma (draw 0)."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import SymmetricalLogLocator

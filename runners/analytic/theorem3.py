@@ -135,7 +135,7 @@ def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput:
 
 
 @register_plot("theorem3_basis")
-def plot_theorem3_basis(result: dict, path: Path) -> None:
+def plot_theorem3_basis(result: dict, path: Path, expected: dict | None = None) -> None:
     """Like S4D Fig. 2: S4-LegS basis; S4D-LegS in continuous time, discretized by ZOH and by bilinear."""
     import matplotlib.pyplot as plt
 
@@ -167,7 +167,7 @@ def plot_theorem3_basis(result: dict, path: Path) -> None:
 
 
 @register_plot("theorem3_error")
-def plot_theorem3_error(result: dict, path: Path) -> None:
+def plot_theorem3_error(result: dict, path: Path, expected: dict | None = None) -> None:
     """The errors of Theorem 3 against N, log-log."""
     import matplotlib.pyplot as plt
 

@@ -57,7 +57,7 @@ def run_theorem6(cfg: Theorem6Config, ctx: RunContext) -> RunOutput:
 
 
 @register_plot("theorem6_basis")
-def plot_theorem6_basis(result: dict, path: Path) -> None:
+def plot_theorem6_basis(result: dict, path: Path, expected: dict | None = None) -> None:
     """S4-LegS basis by expm (lines) against L_n(e^-t) e^-t (markers)."""
     import matplotlib.pyplot as plt
 

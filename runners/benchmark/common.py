@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..textfmt import fmt as fmt_number
+
 MIB = 2**20
 CPU_MEMORY_NOTE = "CPU memory estimate: bytes saved for backward + parameters + gradients (not a peak)"
 CUDA_MEMORY_NOTE = "peak torch.cuda.max_memory_allocated during one step, minus memory allocated before the model"
@@ -225,7 +227,8 @@ def ratio(num: float | str, den: float | str) -> float | str:
 
 
 def fmt(value: float | str, unit: str) -> str:
-    return "X" if value == "X" else f"{value:.4g} {unit}"
+    """A measured value with its unit for a note ("13964 MiB", "0.317 ms"); "X" for a failure."""
+    return "X" if value == "X" else f"{fmt_number(value)} {unit}"
 
 
 def host_seconds(fn: Callable[[], Any], device: torch.device, n: int) -> float:

@@ -75,7 +75,7 @@ def _layer_step(make: Callable[[], torch.nn.Module], cfg: S4VsLSSLConfig, h: int
 
 @register("benchmark.s4_vs_lssl", config=S4VsLSSLConfig, kind="benchmark")
 def run_s4_vs_lssl(cfg: S4VsLSSLConfig, ctx: RunContext) -> RunOutput:
-    """S4 Table 2 cells: 'Step ms H=..', 'Memory MB H=..' for rows LSSL, S4, Ratio."""
+    """S4 Table 2 cells: 'Step ms H=..', 'Memory MB H=..' (in MiB, as the paper's MB) for rows LSSL, S4, Ratio."""
     cells: list[Cell] = []
     series: dict[str, Any] = {"dims": [], "run_dims": [], "s4_d_state": [], "LSSL": [], "S4": []}
     notes = [(f"batch {cfg.batch}, length {cfg.length}, one forward + backward (input gradient included), "
@@ -100,13 +100,13 @@ def run_s4_vs_lssl(cfg: S4VsLSSLConfig, ctx: RunContext) -> RunOutput:
                 state = f"N={h}" if row == "LSSL" else f"d_state={n_s4}"
                 note = f"{where}{state}, {m.params} parameters; {m.note}" if m.ok else f"{where}{m.note}"
                 cells.append(Cell(row, f"Step ms H={label}", m.ms, "ms", note))
-                cells.append(Cell(row, f"Memory MB H={label}", m.mb, "MB", note))
+                cells.append(Cell(row, f"Memory MB H={label}", m.mb, "MiB", note))
                 series[row].append({"ms": m.ms, "mb": m.mb, "params": m.params})
             lssl, s4 = got["LSSL"], got["S4"]
             cells.append(Cell("Ratio", f"Step ms H={label}", ratio(lssl.ms, s4.ms), "ratio",
                               f"{where}LSSL / S4: {fmt(lssl.ms, 'ms')} / {fmt(s4.ms, 'ms')}"))
             cells.append(Cell("Ratio", f"Memory MB H={label}", ratio(lssl.mb, s4.mb), "ratio",
-                              f"{where}LSSL / S4: {fmt(lssl.mb, 'MB')} / {fmt(s4.mb, 'MB')}"))
+                              f"{where}LSSL / S4: {fmt(lssl.mb, 'MiB')} / {fmt(s4.mb, 'MiB')}"))
             series["dims"].append(label)
             series["run_dims"].append(h)
             series["s4_d_state"].append(n_s4)

@@ -124,9 +124,9 @@ def run_vs_transformers(cfg: VsTransformersConfig, ctx: RunContext) -> RunOutput
                 series["models"][name].append({"ms": got[name].ms, "mb": got[name].mb})
             ref = got[REFERENCE]
             for name, m in got.items():
-                raw = f"{fmt(m.ms, 'ms')}, {fmt(m.mb, 'MB')}" if m.ok else m.note
+                raw = f"{fmt(m.ms, 'ms')}, {fmt(m.mb, 'MiB')}" if m.ok else m.note
                 speed_note = f"{where}{REFERENCE} / {name} step time; {name}: {raw}; {REFERENCE}: {fmt(ref.ms, 'ms')}"
-                mem_note = f"{where}{name} / {REFERENCE} memory; {name}: {raw}; {REFERENCE}: {fmt(ref.mb, 'MB')}"
+                mem_note = f"{where}{name} / {REFERENCE} memory; {name}: {raw}; {REFERENCE}: {fmt(ref.mb, 'MiB')}"
                 if m.ok:
                     speed_note, mem_note = speed_note + f" ({m.note})", mem_note + f" ({m.note})"
                 cells.append(Cell(name, f"Speed L={label}", ratio(ref.ms, m.ms), "ratio", speed_note))

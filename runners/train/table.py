@@ -17,7 +17,7 @@ Config (one tier of a spec):
     metrics: what each cell reports, default [test]: the test metric at the best validation epoch, in
              column <task>. With other entries every task gives one column per metric, "<task> <label>":
              test -> "accuracy" (or "rmse"), steps_per_second -> "steps/s", peak_memory_mb ->
-             "peak memory MB" (CUDA only), fits -> "fits in memory" (1).
+             "peak memory MB" (CUDA only; in MiB, the papers' MB), fits -> "fits in memory" (1).
     Ablation options (runners/train/derived.py): tasks.<task>.columns {best_val|first_val|test: column} names
              the reported columns (S4D Tables 2, 3: best validation accuracy; 3b: after the first epoch);
              models.<row>.tasks [task, ...] limits a row to some tasks; deltas {row: base_row} reports a row
@@ -57,7 +57,7 @@ ARCHS = ("ssm", "transformer")
 
 #: metric -> column label (test: by task type) and unit
 METRICS = {"test": ("accuracy", "% acc"), "steps_per_second": ("steps/s", "steps/s"),
-           "peak_memory_mb": ("peak memory MB", "MB"), "fits": ("fits in memory", "1 = ran, X = out of memory")}
+           "peak_memory_mb": ("peak memory MB", "MiB"), "fits": ("fits in memory", "1 = ran, X = out of memory")}
 
 
 @dataclass
@@ -318,7 +318,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 "peak_memory_mb": result.peak_memory_mb, "n_params": result.n_params, "monitor": result.monitor,
                 "stop_reason": result.stop_reason, "seq_len": task.seq_len}
             value = result.test_at_best_val
-            mem = f", peak memory {result.peak_memory_mb:.0f} MB" if result.peak_memory_mb else ""
+            mem = f", peak memory {result.peak_memory_mb:.0f} MiB" if result.peak_memory_mb else ""
             speed = (f"{result.steps_per_second:.2f} steps/s" if result.steps_per_second
                      else "steps/s not measured")
             notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
