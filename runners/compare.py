@@ -142,7 +142,7 @@ def load_result(path: Path, spec_id: str | None = None, tier: str | None = None)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+        raise ResultsError(f"{path}: not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno}): "
                            f"a truncated or corrupt results file; rerun the spec or remove the file") from None
     except RecursionError:
         raise ResultsError(f"{path}: not valid JSON (nested too deeply)") from None
@@ -230,20 +230,22 @@ def _base(cell: dict, tier: str, value: Any) -> CellVerdict:
 
 
 def _beyond(out: CellVerdict, value: float, centre: float, check: dict, higher: bool) -> None:
-    """Outside the check: IMPROVED on the ``better`` side while within ``plausible_factor`` of the paper value
-    (centre / f <= value <= centre * f, on magnitudes of the same sign), else FAIL."""
-    better = value > centre if higher else value < centre
-    if not better:
+    """Outside the check: IMPROVED on the ``better`` side while within ``plausible_factor`` f of the paper value,
+    else FAIL. For a positive paper value: centre / f <= value <= centre * f; in general the gain over the paper
+    may be at most (f - 1) |centre| (higher is better) or (1 - 1/f) |centre| (lower is better)."""
+    gain = value - centre if higher else centre - value
+    if gain <= 0:
         out.verdict = "FAIL"
         return
     f = check.get("plausible_factor", DEFAULT_PLAUSIBLE_FACTOR)
-    ratio = value / centre if centre != 0 else math.inf
-    if 1 / f <= ratio <= f:
+    limit = (f - 1) * abs(centre) if higher else (1 - 1 / f) * abs(centre)
+    if gain <= limit:
         out.verdict = "IMPROVED"
         return
+    bound = centre + limit if higher else centre - limit
     out.verdict = "FAIL"
-    out.detail = (f"implausible: {fmt(value)} is {fmt(ratio)}x the paper's {fmt(centre)}, beyond the plausible "
-                  f"factor {f:g} (a unit or scale error?); " + out.detail)
+    out.detail = (f"implausible: {fmt(value)} is beyond {fmt(bound)}, the plausible factor {f:g} from the paper's "
+                  f"{fmt(centre)} on the better side (a unit or scale error?); " + out.detail)
 
 
 def _x_rank(x_counts_as: str, higher: bool) -> float:

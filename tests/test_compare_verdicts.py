@@ -1,0 +1,446 @@
+"""Verdicts that can be trusted: non-finite values, dropped cells, X in orderings, implausible improvements, the
+std / context kinds, sanity checks, several results files per tier, stale known_fail analyses, malformed results
+files (the corpus in tests/corpus/results/), and what the reports print."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+import yaml
+
+from runners import registry
+from runners.__main__ import main
+from runners.compare import (ResultsError, counts_text, describe, judge, judge_tier, load_result, result_paths,
+                             sanity_summary, summary)
+from runners.expected import load_expected, schema_errors
+from runners.report import column_label, report_all
+from runners.spec import SpecError
+from runners.textfmt import fmt
+
+TIERS = ("smoke", "budget", "full")
+CORPUS = Path(__file__).resolve().parent / "corpus" / "results"
+
+
+@dataclass
+class _Cfg:
+    value: float = 1.0
+
+
+if "test.verdicts" not in registry.RUNNERS:
+    @registry.register("test.verdicts", config=_Cfg, kind="analytic")
+    def _runner(cfg: _Cfg, ctx: registry.RunContext) -> registry.RunOutput:
+        return registry.RunOutput(cells=[registry.Cell("r", "c", cfg.value)])
+
+
+def cell(column: str, paper, check: dict, better: str = "higher", row: str = "r", **extra) -> dict:
+    return {"row": row, "column": column, "paper": paper, "std": None, "unit": "u", "better": better,
+            "source": "toy", "note": None if paper is not None else "not in the paper",
+            "checks": {t: check for t in TIERS}, **extra}
+
+
+def one(c: dict, value, **others) -> str:
+    measured = {(c["row"], c["column"]): value, **{("r", k): v for k, v in others.items()}}
+    return judge(c, "smoke", measured).verdict
+
+
+# ---------------------------------------------------------------------------------------------- non-finite values
+
+NON_FINITE = [math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+@pytest.mark.parametrize("check, better", [
+    ({"tolerance": {"abs": 1}}, "higher"),
+    ({"tolerance": {"rel": 0.5}}, "lower"),
+    ({"bound": {"min": 1}}, "higher"),
+    ({"bound": {"max": 1}}, "lower"),
+    ({"within_factor": 2}, "higher"),
+    ({"std": 3}, "higher"),
+    ({"ordering": {"greater_than": [{"row": "r", "column": "d"}]}}, "higher"),
+    ({"ordering": {"less_than": [{"row": "r", "column": "d"}]}}, "lower"),
+    ({"ordering": {"greater_than": [{"row": "r", "column": "d"}]}, "significance": {"n": 100, "z": 2}}, "higher"),
+])
+def test_a_non_finite_measurement_fails_every_kind(check: dict, better: str, value: float) -> None:
+    c = cell("c", 10.0, check, better, std=1.0, unit="%")
+    v = judge(c, "smoke", {("r", "c"): value, ("r", "d"): 5.0})
+    assert v.verdict == "FAIL" and "not a finite number" in v.detail
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+@pytest.mark.parametrize("significance", [None, {"n": 100, "z": 2}])
+def test_a_non_finite_reference_fails_an_ordering(value: float, significance) -> None:
+    check = {"ordering": {"greater_than": [{"row": "r", "column": "d"}]}}
+    if significance:
+        check["significance"] = significance
+    c = cell("c", None, check, unit="%")
+    v = judge(c, "smoke", {("r", "c"): 60.0, ("r", "d"): value})
+    assert v.verdict == "FAIL" and "not a finite number" in v.detail
+
+
+# ---------------------------------------------------------------------------------------------- missing and null
+
+def test_missing_null_and_declared_not_run() -> None:
+    c = cell("c", 1.0, {"bound": {"min": 0}})
+    assert judge(c, "smoke", {}).verdict == "FAIL"
+    assert "missing in the result" in judge(c, "smoke", {}).detail
+    declared = judge(c, "smoke", {("r", "c"): None}, {("r", "c"): "no CUDA device"})
+    assert declared.verdict == "NOT-RUN" and "no CUDA device" in declared.detail
+    assert judge(c, "smoke", {("r", "c"): None}).verdict == "FAIL"  # null without the runner's reason
+    assert judge(cell("c", 1.0, {"not_run": "why"}), "smoke", {}).verdict == "NOT-RUN"
+
+
+# --------------------------------------------------------------------------------------------------------- X
+
+def test_x_in_an_ordering_needs_x_counts_as() -> None:
+    ref = [{"row": "r", "column": "d"}]
+    bare = cell("c", None, {"ordering": {"less_than": ref}}, "lower")
+    assert one(bare, 3.0, d="X") == "FAIL" and "x_counts_as" in judge(bare, "smoke", {("r", "c"): 3.0,
+                                                                                         ("r", "d"): "X"}).detail
+    assert one(bare, "X", d=3.0) == "FAIL"
+    worse = cell("c", None, {"ordering": {"less_than": ref}, "x_counts_as": "worse"}, "lower")
+    assert one(worse, 3.0, d="X") == "PASS"  # the other ran out of memory: we are faster than a failure
+    assert one(worse, "X", d=3.0) == "FAIL"  # we ran out of memory ourselves
+    assert one(worse, "X", d="X") == "FAIL"  # both failed: no ordering
+    better = cell("c", None, {"ordering": {"less_than": ref}, "x_counts_as": "better"}, "lower")
+    assert one(better, 3.0, d="X") == "FAIL"
+    higher = cell("c", None, {"ordering": {"greater_than": ref}, "x_counts_as": "worse"}, "higher")
+    assert one(higher, 50.0, d="X") == "PASS" and one(higher, "X", d=50.0) == "FAIL"
+    assert "X counts as worse" in describe(higher["checks"]["smoke"], None, higher)
+
+
+# ---------------------------------------------------------------------------------------------- plausibility
+
+@pytest.mark.parametrize("check, better, value, verdict", [
+    ({"tolerance": {"abs": 1}}, "higher", 15.0, "IMPROVED"),  # 1.5x: plausible
+    ({"tolerance": {"abs": 1}}, "higher", 25.0, "FAIL"),  # 2.5x: a unit or scale error?
+    ({"tolerance": {"abs": 1}, "plausible_factor": 3}, "higher", 25.0, "IMPROVED"),
+    ({"tolerance": {"rel": 0.1}}, "lower", 6.0, "IMPROVED"),
+    ({"tolerance": {"rel": 0.1}}, "lower", 0.01, "FAIL"),  # 1000x faster than the paper: ms read as s?
+    ({"within_factor": 2}, "lower", 4.0, "FAIL"),
+    ({"within_factor": 2, "plausible_factor": 4}, "lower", 4.0, "IMPROVED"),
+    ({"within_factor": 2, "plausible_factor": 4}, "lower", 2.0, "FAIL"),
+    ({"std": 2}, "higher", 14.0, "IMPROVED"),
+    ({"std": 2}, "higher", 21.0, "FAIL"),
+    ({"tolerance": {"abs": 1}}, "higher", 8.0, "FAIL"),  # worse: FAIL as before
+])
+def test_improved_only_within_the_plausible_factor(check: dict, better: str, value: float, verdict: str) -> None:
+    c = cell("c", 10.0, check, better, std=1.0)
+    v = judge(c, "smoke", {("r", "c"): value})
+    assert v.verdict == verdict
+    if verdict == "FAIL" and (value > 10) == (better == "higher"):
+        assert v.detail.startswith("implausible")
+
+
+def test_plausibility_for_negative_values() -> None:
+    c = cell("c", -2.0, {"tolerance": {"abs": 1.0}}, "higher")  # a delta: 2 points worse than the baseline
+    assert one(c, -1.5) == "PASS" and one(c, -0.9) == "IMPROVED"  # 1.1 better: within (2 - 1) * |-2|
+    assert one(c, 3.0) == "FAIL"  # 5 better than a paper delta of -2: beyond the plausible factor
+    zero = cell("c", 0.0, {"tolerance": {"abs": 1.0}}, "higher")  # no scale: nothing beyond the tolerance is plausible
+    assert one(zero, 0.5) == "PASS" and one(zero, 1.5) == "FAIL"
+
+
+# ----------------------------------------------------------------------------------------------------- std
+
+def test_std_kind() -> None:
+    c = cell("c", 88.65, {"std": 2}, std=0.2)
+    assert one(c, 88.3) == "PASS" and one(c, 88.2) == "FAIL" and one(c, 89.1) == "IMPROVED"
+    assert describe(c["checks"]["smoke"], 88.65, c) == "88.65 ± 2 std (± 0.4)"
+
+
+# ------------------------------------------------------------------------------------------- context and sanity
+
+def test_context_and_sanity_are_counted_apart() -> None:
+    cells = [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
+             cell("d", 5.0, {"context": "prior work's number; not rerun"}),
+             cell("e", None, {"bound": {"min": 0}, "role": "sanity"}),
+             cell("f", None, {"bound": {"min": 0}, "role": "sanity"})]
+    expected = {"rows": ["r"], "columns": ["c", "d", "e", "f"], "cells": cells}
+    verdicts = judge_tier(expected, [{"cells": [{"row": "r", "column": k, "value": v}
+                                                for k, v in {"c": 1.0, "e": 1.0, "f": -1.0}.items()]}], "smoke")
+    by = {v.column: v for v in verdicts}
+    assert by["d"].verdict == "CONTEXT" and by["e"].role == "sanity" and by["f"].verdict == "FAIL"
+    assert summary(verdicts) == {"PASS": 1, "FAIL": 0, "IMPROVED": 0, "NOT-RUN": 0}
+    assert sanity_summary(verdicts) == {"PASS": 1, "FAIL": 1, "IMPROVED": 0, "NOT-RUN": 0}
+    assert counts_text(verdicts) == ("claims: PASS 1, FAIL 0, IMPROVED 0, NOT-RUN 0; context 1; "
+                                     "sanity: PASS 1, FAIL 1, IMPROVED 0, NOT-RUN 0")
+    assert by["f"].unexpected_fail  # a sanity FAIL still fails `runners check`
+
+
+# ------------------------------------------------------------------------------------------ several results files
+
+def test_judge_tier_takes_each_cell_from_the_newest_run_that_selected_it() -> None:
+    cells = [cell("c", None, {"bound": {"min": 0}}), cell("d", None, {"bound": {"min": 0}}),
+             cell("e", None, {"ordering": {"greater_than": [{"row": "r", "column": "c"}]}}),
+             cell("f", None, {"bound": {"min": 0}})]
+    expected = {"rows": ["r"], "columns": ["c", "d", "e", "f"], "cells": cells}
+    newest = {"selected_cells": [["r", "c"], ["r", "e"]], "cells": [{"row": "r", "column": "c", "value": 5.0},
+                                                                    {"row": "r", "column": "e", "value": 7.0}]}
+    older = {"selected_cells": [["r", "c"], ["r", "d"]], "cells": [{"row": "r", "column": "c", "value": -1.0},
+                                                                   {"row": "r", "column": "d", "value": 2.0}]}
+    by = {v.column: v for v in judge_tier(expected, [newest, older], "smoke")}
+    assert (by["c"].verdict, by["c"].measured, by["c"].result) == ("PASS", 5.0, 0)  # the newer run's value
+    assert (by["d"].verdict, by["d"].result) == ("PASS", 1)
+    assert by["e"].verdict == "PASS"
+    assert by["f"].verdict == "NOT-RUN" and by["f"].detail == "not selected by any run of this tier"
+    assert {v.detail for v in judge_tier(expected, [], "smoke")} == {"tier not run"}
+    # an ordering reference the judging run did not measure is read from the newest other run that did
+    only_e = {"selected_cells": [["r", "e"]], "cells": [{"row": "r", "column": "e", "value": 1.0}]}
+    v = {v.column: v for v in judge_tier(expected, [only_e, newest], "smoke")}["e"]
+    assert v.verdict == "FAIL" and "from results file 2" in v.detail
+
+
+def test_results_without_selected_cells_select_every_checked_cell() -> None:
+    cells = [cell("c", None, {"bound": {"min": 0}}), cell("d", None, {"not_run": "not at this tier"}),
+             cell("e", 1.0, {"context": "prior work"})]
+    expected = {"rows": ["r"], "columns": ["c", "d", "e"], "cells": cells}
+    by = {v.column: v.verdict for v in judge_tier(expected, [{"cells": []}], "smoke")}
+    assert by == {"c": "FAIL", "d": "NOT-RUN", "e": "CONTEXT"}
+
+
+# --------------------------------------------------------------------------------------------------- schema
+
+def _doc(*cells: dict) -> dict:
+    return {"table": "toy", "paper": "s4", "title": "toy", "source": "nowhere", "rows": ["r"],
+            "columns": sorted({c["column"] for c in cells} | {"d"}),
+            "cells": list(cells) + ([] if any(c["column"] == "d" for c in cells)
+                                    else [cell("d", None, {"not_run": "x"})])}
+
+
+@pytest.mark.parametrize("c, message", [
+    (cell("c", 1.0, {"std": 2}), "needs the cell's 'std'"),
+    (cell("c", 1.0, {"std": 0}, std=0.1), "std: must be a finite number k > 0"),
+    (cell("c", 1.0, {"std": 2}, std=math.inf), "'std' must be null or a finite number"),
+    (cell("c", math.inf, {"tolerance": {"abs": 1}}), "'paper' must be a finite number"),
+    (cell("c", math.nan, {"tolerance": {"abs": 1}}), "'paper' must be a finite number"),
+    (cell("c", 1.0, {"tolerance": {"abs": math.nan}}), "tolerance: must be {abs: a} or {rel: r} with a finite"),
+    (cell("c", 1.0, {"tolerance": {"rel": math.inf}}), "tolerance: must be"),
+    (cell("c", 1.0, {"bound": {"min": -math.inf}}), "bound: must be"),
+    (cell("c", 1.0, {"within_factor": math.inf}), "within_factor: must be a finite number"),
+    (cell("c", 1.0, {"tolerance": {"abs": 1}, "target": math.nan}), "target: must be a finite number"),
+    (cell("c", 1.0, {"context": ""}), "context: must be a non-empty reason"),
+    (cell("c", 1.0, {"not_run": "x", "role": "sanity"}), "judges nothing"),
+    (cell("c", 1.0, {"bound": {"min": 0}, "role": "decoration"}), "role: must be one of"),
+    (cell("c", 1.0, {"bound": {"min": 0}, "x_counts_as": "worse"}), "x_counts_as: only goes with an ordering"),
+    (cell("c", 1.0, {"ordering": {"less_than": [{"row": "r", "column": "d"}]}, "x_counts_as": "fine"}),
+     "x_counts_as: must be one of"),
+    (cell("c", 1.0, {"bound": {"min": 0}, "plausible_factor": 3}), "plausible_factor: only goes with"),
+    (cell("c", 1.0, {"tolerance": {"abs": 1}, "plausible_factor": 1}), "plausible_factor: must be a finite number > 1"),
+    (cell("c", 1.0, {"tolerance": {"abs": 1}, "plausible_factor": math.inf}), "plausible_factor: must be"),
+    (cell("c", 1.0, {"within_factor": 2, "plausible_factor": 1.5}), "is not above within_factor"),
+    (cell("c", 1.0, {"std": 2, "target": 3.0}, std=0.5), "target: only goes with"),
+    (cell("c", 1.0, {"ordering": {"less_than": [{"row": "r", "column": "d"}]}, "significance": {"n": 10, "z": math.inf}},
+          unit="%"), "significance: must be"),
+])
+def test_schema_errors_for_the_new_keys(c: dict, message: str) -> None:
+    errors = schema_errors(_doc(c), "toy")
+    assert any(message in e for e in errors), errors
+
+
+def test_yaml_inf_and_nan_are_schema_errors(tmp_path: Path) -> None:
+    text = yaml.safe_dump(_doc(cell("c", 1.0, {"tolerance": {"abs": 0.5}}))).replace("abs: 0.5", "abs: .nan")
+    (tmp_path / "toy.yaml").write_text(text)
+    with pytest.raises(SpecError, match=r"(?s)toy\.yaml.*finite number"):
+        load_expected(tmp_path / "toy.yaml")
+
+
+def test_the_new_keys_pass_the_schema() -> None:
+    doc = _doc(cell("c", 88.6, {"std": 2, "plausible_factor": 1.5}, std=0.2),
+               cell("d", None, {"ordering": {"greater_than": [{"row": "r", "column": "c"}]}, "x_counts_as": "worse",
+                                "role": "sanity"}),
+               cell("e", 5.0, {"context": "Transformer from LRA: not rerun"}))
+    doc["columns"] = ["c", "d", "e"]
+    assert schema_errors(doc, "toy") == []
+
+
+# ----------------------------------------------------------------------------------------------------- format
+
+@pytest.mark.parametrize("x, text", [(20540.3, "20540"), (13964.27587890625, "13964"), (52.2916, "52.29"),
+                                     (0.0864525, "0.08645"), (1.0, "1"), (0.0, "0"), (450570, "450570"),
+                                     (3.1e-12, "3.1e-12"), (math.nan, "nan"), (None, "-"), ("X", "X"),
+                                     (2.5e13, "2.500e+13")])
+def test_fmt(x, text: str) -> None:
+    assert fmt(x) == text
+
+
+def test_column_label_says_mib() -> None:
+    assert column_label("Memory MB H=128") == "Memory MiB H=128"
+    assert column_label("Path-X peak memory MB") == "Path-X peak memory MiB"
+    assert column_label("MBPP") == "MBPP"
+
+
+# ----------------------------------------------------------------------------------------------- learning curves
+
+def test_learning_curves_label_the_metric_and_draw_the_paper_value(tmp_path: Path, monkeypatch) -> None:
+    from runners.train.plots import plot_learning_curves
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    hist = [{"epoch": e, "train_loss": 1.0 / e, "val_metric": 50.0 + e} for e in (1, 2, 3)]
+    result = {"spec_id": "toy", "tier": "budget", "series": {"S4 / ListOps": {"history": hist, "monitor": "val_acc"},
+                                                             "Mine / ListOps": {"history": hist}}}
+    expected = {"cells": [{"row": "S4", "column": "ListOps", "paper": 59.6, "unit": "% acc"},
+                          {"row": "Mine", "column": "ListOps", "paper": None, "unit": "% acc"}]}
+    plot_learning_curves(result, tmp_path / "lc.png", expected)
+    assert (tmp_path / "lc.png").exists()
+    ax = figures[0].axes[1]
+    assert ax.get_ylabel() == "validation accuracy (%)" and "training loss" in figures[0].axes[0].get_ylabel()
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and list(dashed[0].get_ydata()) == [59.6, 59.6]
+
+
+# ------------------------------------------------------------------------------------------ the CLI on a project
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with one spec (id toy) and its expected file: c = 1.0 ± 0.1, d > c."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reproductions").mkdir()
+    (tmp_path / "expected").mkdir()
+    (tmp_path / "results" / "toy").mkdir(parents=True)
+    spec = {"id": "toy", "paper": "s4", "table": "Table 0", "title": "toy", "groups": ["analytic"],
+            "runner": "test.verdicts", "make": "toy", "tiers": {"smoke": {"device": "cpu", "seed": 0},
+                                                               "budget": {"device": "cpu", "seed": 0},
+                                                               "full": {"device": "cpu", "seed": 0}}}
+    (tmp_path / "reproductions" / "toy.yaml").write_text(yaml.safe_dump(spec))
+    write_expected(tmp_path, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
+                              cell("d", None, {"ordering": {"greater_than": [{"row": "r", "column": "c"}]}})])
+    return tmp_path
+
+
+def write_expected(root: Path, cells: list[dict]) -> None:
+    doc = {"table": "toy", "paper": "s4", "title": "toy", "source": "nowhere", "rows": ["r"],
+           "columns": [c["column"] for c in cells], "cells": cells}
+    (root / "expected" / "toy.yaml").write_text(yaml.safe_dump(doc))
+
+
+def write_result(root: Path, values: dict, stamp: str = "20260101T000000", **extra) -> Path:
+    path = root / "results" / "toy" / f"{stamp}_smoke.json"
+    cells = [{"row": "r", "column": k, "value": v, "note": None} for k, v in values.items()]
+    path.write_text(json.dumps({"spec_id": "toy", "tier": "smoke", "cells": cells, **extra}))
+    return path
+
+
+def check(capsys) -> tuple[int, str, str]:
+    rc = main(["check", "toy", "--tier", "smoke"])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_check_passes_a_good_result(project: Path, capsys) -> None:
+    write_result(project, {"c": 1.05, "d": 2.0})
+    rc, out, _ = check(capsys)
+    assert rc == 0 and "claims: PASS 2, FAIL 0" in out
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"c": math.nan, "d": 2.0}, "not a finite number"),
+    ({"c": 1.0, "d": math.inf}, "not a finite number"),  # inf would pass "d > c"
+    ({"c": -math.inf, "d": 2.0}, "not a finite number"),
+    ({"c": 1.0}, "missing in the result"),
+])
+def test_check_fails_on_non_finite_and_dropped_cells(project: Path, capsys, values: dict, message: str) -> None:
+    write_result(project, values)  # json.dumps writes NaN / Infinity, which json.loads reads back
+    rc, out, _ = check(capsys)
+    assert rc == 1 and message in out
+
+
+def test_check_fails_on_an_implausible_improvement(project: Path, capsys) -> None:
+    write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}, "lower"),
+                             cell("d", None, {"not_run": "not here"})])
+    write_result(project, {"c": 0.001})  # 1000x better than the paper: a unit error
+    rc, out, _ = check(capsys)
+    assert rc == 1 and "implausible" in out
+    write_result(project, {"c": 0.7}, stamp="20260101T000001")  # 1.4x better: IMPROVED, for review
+    rc, out, _ = check(capsys)
+    assert rc == 0 and "IMPROVED 1" in out
+
+
+def test_check_fails_on_a_stale_known_fail(project: Path, capsys) -> None:
+    write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}, known_fail="c is off by 2 in our runs"),
+                             cell("d", None, {"not_run": "not here"})])
+    write_result(project, {"c": 3.0})
+    assert check(capsys)[0] == 0  # the analysed FAIL: check passes
+    write_result(project, {"c": 1.0}, stamp="20260101T000001")
+    rc, out, _ = check(capsys)
+    assert rc == 1 and "stale known_fail" in out
+
+
+def test_check_fails_on_a_sanity_fail(project: Path, capsys) -> None:
+    write_expected(project, [cell("c", None, {"bound": {"min": 0}, "role": "sanity"}),
+                             cell("d", None, {"context": "prior work"})])
+    write_result(project, {"c": -1.0})
+    rc, out, _ = check(capsys)
+    assert rc == 1 and "sanity: PASS 0, FAIL 1" in out and "context 1" in out
+
+
+def test_check_combines_the_results_files_of_a_tier(project: Path, capsys) -> None:
+    write_result(project, {"c": 1.0, "d": 2.0}, selected_cells=[["r", "c"], ["r", "d"]])
+    write_result(project, {"c": 1.02}, stamp="20260102T000000", selected_cells=[["r", "c"]])
+    rc, out, _ = check(capsys)
+    assert rc == 0 and "claims: PASS 2" in out
+    assert [p.name for p in result_paths("toy", "smoke")] == ["20260102T000000_smoke.json",
+                                                              "20260101T000000_smoke.json"]
+
+
+def test_report_prints_check_std_mib_and_files(project: Path) -> None:
+    write_expected(project, [cell("Memory MB", 5.3, {"std": 2}, "lower", std=0.4),
+                             cell("d", None, {"ordering": {"greater_than": [{"row": "r", "column": "Memory MB"}]}}),
+                             cell("e", 7.0, {"context": "prior work"}),
+                             cell("f", None, {"bound": {"min": 0}, "role": "sanity"})])
+    write_result(project, {"Memory MB": 20540.3, "d": 30000.0, "f": 1.0}, selected_cells=[["r", "d"], ["r", "f"]])
+    write_result(project, {"Memory MB": 5.0}, stamp="20260102T000000", selected_cells=[["r", "Memory MB"]])
+    report_all(project / "tables")
+    text = (project / "tables" / "toy.md").read_text()
+    assert "5.3 ± 0.4 / 5 PASS (5.3 ± 2 std (± 0.8)) [1]" in text
+    assert "- / 30000 PASS (> r / Memory MB) [2]" in text or "- / 30000 PASS (> Memory MB) [2]" in text
+    assert "7 (context)" in text and "### Sanity checks" in text and "sanity PASS" in text
+    assert "Memory MiB" in text and "MiB (2^20 bytes" in text
+    assert "e+0" not in text
+    assert "claims: PASS 2, FAIL 0, IMPROVED 0, NOT-RUN 0; context 1; sanity: PASS 1" in text
+    index = (project / "tables" / "README.md").read_text()
+    assert "PASS 2; context 1; sanity PASS 1" in index
+
+
+# ------------------------------------------------------------------------------------- malformed results files
+
+CORPUS_FILES = sorted(CORPUS.glob("*.json"))
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(CORPUS_FILES) >= 20
+
+
+@pytest.mark.parametrize("name", [p.name for p in CORPUS_FILES])
+def test_a_malformed_results_file_is_one_line_or_a_fail(project: Path, capsys, name: str) -> None:
+    """Every file of tests/corpus/results/ as the only result of a tier: `runners check` exits non-zero with one
+    line naming the file (exit 2) or a FAIL verdict (exit 1); `runners report` the same line or a FAIL; never a
+    traceback, never a PASS of the whole tier."""
+    target = Path("results") / "toy" / "20260101T000000_smoke.json"
+    target.write_bytes((CORPUS / name).read_bytes())
+    rc, out, err = check(capsys)
+    assert rc in (1, 2), (rc, out, err)
+    if rc == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and str(target) in lines[0], err
+    else:
+        assert "FAIL" in out and not err
+    with pytest.raises(ResultsError) if rc == 2 else _no_error():
+        load_result(target, "toy", "smoke")
+    rc_report = main(["report"])
+    err = capsys.readouterr().err
+    if rc == 2:
+        assert rc_report == 2 and len(err.strip().splitlines()) == 1 and str(target) in err
+    else:
+        assert rc_report == 0 and "FAIL" in (project / "tables" / "toy.md").read_text()
+
+
+class _no_error:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> bool:
+        return False
