@@ -1,4 +1,4 @@
-"""Benchmark of the Cauchy and Vandermonde products (issue 3): time, peak memory, accuracy.
+"""Benchmark of the Cauchy and Vandermonde products: time, peak memory, accuracy.
 
 For each product, implementation (our Triton kernels; the naive torch reference, which
 materializes B x N x L), batch 1024 and 4096, N/2 = 32 and 64, L = 1024, 4096, 16384:
@@ -9,7 +9,7 @@ Then the relative error of the Triton kernels (complex64) against float64 at L =
 
 Writes results/bench-kernels/<UTC stamp>_gpu.json (environment and card included) and the
 markdown table tables/bench-kernels.md, with the official CUDA extension's numbers on an
-H200 (shared/DESIGN.md) and the targets of issue 3 beside ours.
+H200 and the suite's targets (runners/benchmark/official.py) beside ours.
 
     python benchmarks/bench_kernels.py                      # on a GPU
     python benchmarks/bench_kernels.py --quick --out-dir D  # toy sizes on the CPU (TRITON_INTERPRET=1), all into D
@@ -38,14 +38,14 @@ from runners.benchmark import official  # noqa: E402
 from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
 
-# the official extension's H200 numbers and issue 3's targets (runners/benchmark/official.py)
+# the official extension's H200 numbers and the suite's targets (runners/benchmark/official.py)
 OFFICIAL_H200, TARGETS = official.KERNELS_H200, official.KERNEL_TARGETS
 LAYER_TARGETS = [  # measured by benchmarks/bench_layers.py (tables/bench-layers.md); listed so the table shows them
     (f"{mode.upper()} layer fwd+bwd, H {h}, B {b}, L {length}", f"{ms} ms, {mib} MiB", f"<= {t} ms, memory no more")
     for (mode, h, b, length), t in sorted(official.LAYER_TARGET_MS.items(), reverse=True)
     for ms, mib in [official.LAYERS_H200[(mode, h, b, length)]]]
 # Bytes per materialized term of the naive torch reference, forward+backward (from the naive
-# peaks in DESIGN.md: 12,321 MiB at 1024 x 32 x 4096 terms, 16,448 MiB at 1024 x 32 x 16384).
+# reference's measured H200 peaks: 12,321 MiB at 1024 x 32 x 4096 terms, 16,448 MiB at 1024 x 32 x 16384).
 TORCH_BYTES_PER_TERM = {"cauchy": 96, "vandermonde": 32}
 OPS = ("cauchy", "vandermonde")
 OP_TITLE = {"cauchy": "Cauchy", "vandermonde": "Vandermonde"}
@@ -369,19 +369,19 @@ def markdown_table(record: dict[str, Any]) -> str:
     card = env["device_name"]
     rows = {(r["op"], r["impl"], r["batch"], r["n_half"], r["length"]): r for r in record["kernels"]}
     lines = [
-        "# Kernel benchmark: Cauchy and Vandermonde products (issue 3)",
+        "# Kernel benchmark: Cauchy and Vandermonde products",
         "",
         f"Card: **{card}** (torch {env['torch']}, triton {env['triton']}, CUDA {env['cuda']}, commit "
         f"{env['git_commit']}). Results file: `{record['results_file']}`. Medians of "
         "`triton.testing.do_bench`; peak = max memory allocated during forward+backward above what was "
         "allocated before (inputs and the incoming gradient excluded). complex64, N/2 = halves of "
         "conjugate pairs. The official CUDA extension's numbers were measured on an **NVIDIA H200** "
-        "(shared/DESIGN.md): compare like with like only where the card matches.",
+        "(runners/benchmark/official.py): compare like with like only where the card matches.",
         "",
     ]
     for note in record.get("notes", []):
         lines += [f"Note: {note}", ""]
-    lines += ["## Targets of issue 3", ""]
+    lines += ["## Targets", ""]
     target_rows = []
     for (op, b, n, length), (t_ms, t_mib) in TARGETS.items():
         off = OFFICIAL_H200[(op, b, n, length)]

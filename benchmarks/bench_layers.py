@@ -1,4 +1,4 @@
-"""Benchmark of the whole S4 and S4D layers, forward+backward, on a GPU (issue 3).
+"""Benchmark of the whole S4 and S4D layers, forward+backward, on a GPU.
 
 SSMLayer (N = 64, GELU, transposed (B, H, L) input like the official FFTConv) at H = 128, 256, 512 with
 B = 32, L = 1024 and 4096, and B = 8, L = 16384: median time of one forward+backward
@@ -11,7 +11,7 @@ layout, the layer before this change (rfft / irfft, then D skip and activation a
 kernel and the convolution alone, and the copy bandwidth of the card (the memory floor's ceiling).
 
 Writes results/bench-layers/<UTC stamp>_gpu.json (environment and card included) and the markdown table
-tables/bench-layers.md, with the official FFTConv's H200 numbers (shared/DESIGN.md) and the targets.
+tables/bench-layers.md, with the official FFTConv's H200 numbers and the targets (runners/benchmark/official.py).
 
     python benchmarks/bench_layers.py                       # on a GPU
     python benchmarks/bench_layers.py --profile             # ... and a torch.profiler table (--profile-file)
@@ -46,7 +46,7 @@ from runners.results import write_text_atomic  # noqa: E402
 D_STATE = 64
 SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]
 KEY = (256, 32, 4096)  # H, B, L of the targets
-# the official FFTConv's H200 numbers and issue 3's targets (runners/benchmark/official.py)
+# the official FFTConv's H200 numbers and the suite's targets (runners/benchmark/official.py)
 OFFICIAL_H200, TARGET_MS = official.LAYERS_H200, official.LAYER_TARGET_MS
 QUICK_SHAPES = [(8, 2, 64)]
 
@@ -282,7 +282,7 @@ def markdown_table(record: dict[str, Any]) -> str:
 
     env = record["environment"]
     lines = [
-        "# S4 / S4D layer forward+backward (issue 3)",
+        "# S4 / S4D layer forward+backward",
         "",
         f"Card: **{env['device_name']}**; torch {env['torch']}, CUDA {env['cuda']}, triton {env['triton']}; "
         f"commit {env['git_commit']}; {record['created']}. Results file: `{record['results_file']}`.",
@@ -291,7 +291,7 @@ def markdown_table(record: dict[str, Any]) -> str:
         "`torch.cuda.max_memory_allocated` during the step above what was allocated before it. Input (B, H, L) "
         "(transposed=True) unless the layout says (B, L, H). output 'none' = kernel + FFT convolution + D skip + "
         "activation, what the official `FFTConv` computes: compare those rows with the official numbers (NVIDIA "
-        "H200, shared/DESIGN.md). 'glu' adds the position-wise GLU output (information). backend = the "
+        "H200, runners/benchmark/official.py). 'glu' adds the position-wise GLU output (information). backend = the "
         "Cauchy / Vandermonde implementation (the FFT convolution's passes run in Triton on CUDA in every row).",
         "",
     ]

@@ -232,8 +232,8 @@ def _doc(*cells: dict) -> dict:
     (cell("c", 1.0, {"tolerance": {"abs": 1}, "plausible_factor": math.inf}), "plausible_factor: must be"),
     (cell("c", 1.0, {"within_factor": 2, "plausible_factor": 1.5}), "is not above within_factor"),
     (cell("c", 1.0, {"std": 2, "target": 3.0}, std=0.5), "target: only goes with"),
-    (cell("c", 1.0, {"ordering": {"less_than": [{"row": "r", "column": "d"}]}, "significance": {"n": 10, "z": math.inf}},
-          unit="%"), "significance: must be"),
+    (cell("c", 1.0, {"ordering": {"less_than": [{"row": "r", "column": "d"}]},
+                     "significance": {"n": 10, "z": math.inf}}, unit="%"), "significance: must be"),
 ])
 def test_schema_errors_for_the_new_keys(c: dict, message: str) -> None:
     errors = schema_errors(_doc(c), "toy")

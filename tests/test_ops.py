@@ -4,7 +4,7 @@ Every check draws fresh random inputs and compares outputs and both gradients wi
 torch.autograd on the float64 reference (`cauchy_terms`, `log_vandermonde_terms`), so the
 kernels follow PyTorch's complex-gradient convention. On a machine without CUDA the Triton
 kernels run under TRITON_INTERPRET=1 at small sizes; with CUDA the same tests run compiled,
-and the `gpu` tests add the sizes of issue 3.
+and the `gpu` tests add the benchmark's sizes (batch 1024, L up to 16384).
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def compare_vandermonde(v, x, length, dtype, device=DEVICE):
     return _rel(out, ref), _rel(dv, rv), _rel(dx, rx)
 
 
-# complex64 (float32 arithmetic), norm-wise relative error against float64 on the same inputs: issue 3's accuracy
+# complex64 (float32 arithmetic), norm-wise relative error against float64 on the same inputs: the kernels' accuracy
 # requirement (1e-4). The GPU benchmark measured 2e-6 .. 1.6e-5 (Cauchy) and <= 6e-7 (Vandermonde) at L = 16384
 # (results/bench-kernels/20261126T092337_gpu.json); a draw with some z close to w sits higher.
 TOL32 = 1e-4
@@ -395,13 +395,13 @@ def test_bench_kernels_quick(tmp_path):
     assert "Cauchy" in table and "What autograd costs" in table
 
 
-# ---------------------------------------------------------------------------------------------- GPU sizes (issue 3)
+# ------------------------------------------------------------------------------------- GPU sizes of the benchmark
 
 @gpu
 @needs_cuda
 @pytest.mark.parametrize("n,length", [(32, 4096), (64, 4096), (32, 16384), (64, 16384)])
 def test_gpu_sizes_cauchy(n, length, gen):
-    """Batch 1024 at the sizes of issue 3; the float64 reference checks the first 64 rows."""
+    """Batch 1024 at the benchmark's sizes; the float64 reference checks the first 64 rows."""
     v, _, w = cauchy_inputs("s4", (1024,), n, 1, gen)
     z = s4_nodes(length)
     c64, c128, rows = torch.complex64, torch.complex128, 64

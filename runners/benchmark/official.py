@@ -1,5 +1,5 @@
-"""The numbers to beat (issue 3): the official S4 CUDA extension and FFTConv layer measured on an NVIDIA H200
-(shared/DESIGN.md, "Kernels: what we measured as the bar to beat"), and the issue's targets. Used by
+"""The numbers to beat: the official S4 CUDA extension and FFTConv layer, measured on an NVIDIA H200 before the
+suite's kernels were written, and the suite's targets for its kernels and layers. Used by
 benchmarks/bench_kernels.py and benchmarks/bench_layers.py."""
 from __future__ import annotations
 
