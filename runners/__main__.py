@@ -23,13 +23,13 @@ from .compare import ResultsError, counts_text, judge_tier, latest_result, load_
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
 from .registry import Paused
-from .report import column_label, report_all
+from .report import report_all
 from .result_diff import compare_files, regressions
 from .run import NotRunnable, run_spec, tier_config, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
 from .selection import cell_name, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
-from .textfmt import fmt
+from .textfmt import column_label, fmt, paper_text
 from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
 
 EXIT_FAIL, EXIT_NOT_RUNNABLE, EXIT_BAD_SPEC = 1, 3, 2  # EXIT_PAUSED (4): stopped at --stop-after-minutes
@@ -215,11 +215,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             where = ", ".join(str(loaded[i][0]) for i in files) or str(loaded[0][0])
             print(f"{spec.id} [{tier}] ({where}): {counts_text(verdicts)}")
             for v in stale:
-                print(f"  stale known_fail: {v.row} / {v.column} now reads {v.verdict}; expected/{spec.id}.yaml "
+                print(f"  stale known_fail: {v.row} / {v.column} now reads {v.verdict}; {expected_path(spec.id)} "
                       f"says it fails ({v.known_fail})")
             shown = [v for v in verdicts if args.verbose or v.verdict in ("FAIL", "IMPROVED")]
             if shown:
-                print(tabulate([[v.row, column_label(v.column), fmt(v.paper), fmt(v.measured), v.check,
+                print(tabulate([[v.row, column_label(v.column), paper_text(v.paper, v.std), fmt(v.measured), v.check,
                                  v.verdict + (" (known)" if v.known_fail else "")
                                  + (" (sanity)" if v.role == "sanity" else ""), v.detail]
                                 for v in shown], headers=["row", "column", "paper", "ours", "check", "verdict",

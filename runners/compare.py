@@ -16,7 +16,7 @@ from typing import Any
 
 from . import results as results_mod
 from .expected import DEFAULT_PLAUSIBLE_FACTOR, check_kind, check_role
-from .textfmt import fmt
+from .textfmt import column_label, fmt
 
 CLAIM_VERDICTS = ("PASS", "FAIL", "IMPROVED", "NOT-RUN")
 VERDICTS = CLAIM_VERDICTS + ("CONTEXT",)
@@ -191,8 +191,8 @@ def _ref_name(ref: dict, cell: dict) -> str:
     if ref["column"] == cell.get("column"):
         return ref["row"]
     if ref["row"] == cell.get("row"):
-        return ref["column"]
-    return f"{ref['row']} / {ref['column']}"
+        return column_label(ref["column"])
+    return f"{ref['row']} / {column_label(ref['column'])}"
 
 
 def describe(check: dict, centre: Any, cell: dict | None = None) -> str:
@@ -418,6 +418,7 @@ def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdi
         pick = next((i for i, run in enumerate(runs) if key in run[2]), None)
         if kind in ("not_run", "context"):
             v = judge(cell, tier, {})  # the check says why nothing is judged
+            v.measured = newest.get(key, (None,))[0]  # shown, not judged
         elif pick is None:
             v = _base(cell, tier, None)
             v.detail = "tier not run" if not runs else "not selected by any run of this tier"

@@ -4,12 +4,13 @@ Generated from results files only.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
 from . import results as results_mod
+from . import textfmt
 from .compare import (CellVerdict, ResultsError, compare, context_count, counts_text, judge_tier, load_tier_results,
                       sanity_summary, summary)
 from .expected import expected_path, load_expected
@@ -17,7 +18,7 @@ from .plots import PLOTS
 from .results import write_text_atomic
 from .run import command_for
 from .spec import TIERS, Spec, load_spec, spec_paths
-from .textfmt import fmt
+from .textfmt import column_label, fmt
 
 TABLES_DIR = Path("tables")
 PAPER_NAMES = {"s4": "S4 (Gu, Goel, Re, ICLR 2022)", "s4d": "S4D (Gu, Gupta, Goel, Re, 2022)"}
@@ -27,24 +28,24 @@ Loaded = dict[str, list[tuple[Path, dict]]]  # tier -> results files (newest fir
 PLOT_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
 
 
-def column_label(column: str) -> str:
-    """A column name as reports print it: memory read from torch.cuda is in MiB, which the papers call MB."""
-    return re.sub(r"\bMB\b", "MiB", column)
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    """A GitHub markdown table; a "|" inside a cell (e.g. a row named |Im(A)|) is escaped so it stays one cell."""
+    def esc(x: Any) -> Any:
+        return x.replace("|", "\\|") if isinstance(x, str) else x
+    return tabulate([[esc(x) for x in r] for r in rows], headers=[esc(h) for h in headers], tablefmt="github")
 
 
 def paper_text(v: CellVerdict) -> str:
-    """The paper's value, with its standard deviation where it gives one: "88.65 ± 0.23"."""
-    if isinstance(v.std, (int, float)) and not isinstance(v.std, bool) and v.std > 0 and v.paper is not None:
-        return f"{fmt(v.paper)} ± {fmt(v.std)}"
-    return fmt(v.paper)
+    """The paper's value of a verdict, with its standard deviation where the paper gives one."""
+    return textfmt.paper_text(v.paper, v.std)
 
 
 def _grid_cell(v: CellVerdict, numbered: bool) -> str:
     """One cell of the main table: paper / ours VERDICT (the check that judged it)."""
     if v.verdict == "CONTEXT":
         return f"{paper_text(v)} (context)"
-    if v.kind == "not_run" or (v.verdict == "NOT-RUN" and v.measured is None):
-        return f"{paper_text(v)} / - NOT-RUN"
+    if v.verdict == "NOT-RUN":
+        return f"{paper_text(v)} / {fmt(v.measured)} NOT-RUN"
     verdict = f"sanity {v.verdict}" if v.role == "sanity" else v.verdict
     source = f" [{v.result + 1}]" if numbered and v.result is not None else ""
     return f"{paper_text(v)} / {fmt(v.measured)} {verdict} ({v.check}){source}"
@@ -59,7 +60,7 @@ def _grid(expected: dict, verdicts: list[CellVerdict], numbered: bool = False) -
             v = by_key.get((row, col))
             line.append("" if v is None else _grid_cell(v, numbered))
         rows.append(line)
-    return tabulate(rows, headers=["paper / ours", *map(column_label, expected["columns"])], tablefmt="github")
+    return _table(rows, ["paper / ours", *map(column_label, expected["columns"])])
 
 
 def _details(verdicts: list[CellVerdict], numbered: bool = False) -> str:
@@ -68,7 +69,7 @@ def _details(verdicts: list[CellVerdict], numbered: bool = False) -> str:
             + ([v.result + 1 if v.result is not None else "-"] if numbered else [])
             for v in verdicts]
     headers = ["row", "column", "paper", "ours", "check", "role", "verdict", "detail"] + (["file"] if numbered else [])
-    return tabulate(rows, headers=headers, tablefmt="github")
+    return _table(rows, headers)
 
 
 def _sanity(verdicts: list[CellVerdict]) -> list[str]:
@@ -79,7 +80,7 @@ def _sanity(verdicts: list[CellVerdict]) -> list[str]:
     rows = [[v.row, column_label(v.column), fmt(v.measured), v.check, v.verdict, v.detail] for v in shown]
     return ["### Sanity checks", "", "These guard the machinery (a loss falls, a kernel equals its reference); they "
             "are not claims of the paper and are counted apart. A sanity FAIL still fails `runners check`.", "",
-            tabulate(rows, headers=["row", "column", "ours", "check", "verdict", "detail"], tablefmt="github"), ""]
+            _table(rows, ["row", "column", "ours", "check", "verdict", "detail"]), ""]
 
 
 def _env_line(result: dict) -> str:

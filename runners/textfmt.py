@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -26,3 +27,14 @@ def fmt(x: Any) -> str:
     if mag < 1e12:
         return f"{x:.0f}"
     return f"{x:.3e}"
+
+
+def column_label(column: str) -> str:
+    """A column name as reports print it: memory read from torch.cuda is in MiB, which the papers call MB."""
+    return re.sub(r"\bMB\b", "MiB", column)
+
+
+def paper_text(paper: Any, std: Any = None) -> str:
+    """The paper's value with its standard deviation where it gives one: "88.65 ± 0.23"."""
+    has_std = isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0
+    return f"{fmt(paper)} ± {fmt(std)}" if has_std and paper is not None else fmt(paper)

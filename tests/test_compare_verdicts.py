@@ -17,9 +17,9 @@ from runners.__main__ import main
 from runners.compare import (ResultsError, counts_text, describe, judge, judge_tier, load_result, result_paths,
                              sanity_summary, summary)
 from runners.expected import load_expected, schema_errors
-from runners.report import column_label, report_all
+from runners.report import report_all
 from runners.spec import SpecError
-from runners.textfmt import fmt
+from runners.textfmt import column_label, fmt
 
 TIERS = ("smoke", "budget", "full")
 CORPUS = Path(__file__).resolve().parent / "corpus" / "results"
@@ -396,7 +396,7 @@ def test_report_prints_check_std_mib_and_files(project: Path) -> None:
     report_all(project / "tables")
     text = (project / "tables" / "toy.md").read_text()
     assert "5.3 ± 0.4 / 5 PASS (5.3 ± 2 std (± 0.8)) [1]" in text
-    assert "- / 30000 PASS (> r / Memory MB) [2]" in text or "- / 30000 PASS (> Memory MB) [2]" in text
+    assert "- / 30000 PASS (> Memory MiB) [2]" in text
     assert "7 (context)" in text and "### Sanity checks" in text and "sanity PASS" in text
     assert "Memory MiB" in text and "MiB (2^20 bytes" in text
     assert "e+0" not in text
@@ -444,3 +444,16 @@ class _no_error:
 
     def __exit__(self, *exc) -> bool:
         return False
+
+
+@pytest.mark.parametrize("series", [{"S4 / T": 5}, {"S4 / T": {"history": [{"epoch": 1, "val_metric": 50.0}]}},
+                                    {"S4 / T": {}}, {"S4 / T": {"history": "none"}}])
+def test_a_malformed_series_is_one_line_in_the_report(project: Path, capsys, series: dict) -> None:
+    path = project / "reproductions" / "toy.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["plots"] = ["learning_curves"]
+    path.write_text(yaml.safe_dump(spec))
+    write_result(project, {"c": 1.0, "d": 2.0}, series=series)
+    assert main(["report"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot draw plot 'learning_curves'" in err[0] and "20260101T000000_smoke.json" in err[0]
