@@ -108,7 +108,7 @@ def _check_errors(where: str, check: Any, cell: dict, rows: set, columns: set) -
                 and _is_number(next(iter(arg.values()))) and next(iter(arg.values())) >= 0):
             errs.append(f"{where}.tolerance: must be {{abs: a}} or {{rel: r}} with a finite number >= 0, got {arg!r}")
         if not (_is_number(centre) or centre == "X"):
-            errs.append(f"{where}.tolerance: needs a finite numeric paper value or target, got {centre!r}")
+            errs.append(f"{where}.tolerance: needs a numeric paper value or target (finite), got {centre!r}")
     elif kind == "bound":
         if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"min", "max"}
                 and _is_number(next(iter(arg.values())))):
@@ -117,14 +117,15 @@ def _check_errors(where: str, check: Any, cell: dict, rows: set, columns: set) -
         if not (_is_number(arg) and arg >= 1):
             errs.append(f"{where}.within_factor: must be a finite number >= 1, got {arg!r}")
         if not (_is_number(centre) and centre > 0):
-            errs.append(f"{where}.within_factor: needs a positive finite paper value or target, got {centre!r}")
+            errs.append(f"{where}.within_factor: needs a positive numeric paper value or target (finite), "
+                        f"got {centre!r}")
     elif kind == "std":
         if not (_is_number(arg) and arg > 0):
             errs.append(f"{where}.std: must be a finite number k > 0 (PASS within k standard deviations), got {arg!r}")
         if not (_is_number(cell.get("std")) and cell["std"] > 0):
-            errs.append(f"{where}.std: needs the cell's 'std' to be a finite number > 0, got {cell.get('std')!r}")
+            errs.append(f"{where}.std: needs the cell's 'std' to be a number > 0 (finite), got {cell.get('std')!r}")
         if not _is_number(cell.get("paper")):
-            errs.append(f"{where}.std: needs a finite numeric paper value, got {cell.get('paper')!r}")
+            errs.append(f"{where}.std: needs a numeric paper value (finite), got {cell.get('paper')!r}")
     elif kind == "ordering":
         if not (isinstance(arg, dict) and len(arg) == 1 and set(arg) <= {"greater_than", "less_than"}
                 and isinstance(next(iter(arg.values())), list) and next(iter(arg.values()))):
@@ -192,10 +193,10 @@ def schema_errors(doc: Any, name: str) -> list[str]:
             if not _is_text(c.get("note")):
                 errs.append(f"{where}: 'paper: null' needs a non-empty note")
         elif not (_is_number(paper) or paper == "X"):
-            errs.append(f"{where}: 'paper' must be a finite number, 'X' or null, got {paper!r}")
+            errs.append(f"{where}: 'paper' must be a number (finite: no .inf / .nan), 'X' or null, got {paper!r}")
         std = c.get("std")
         if std is not None and not (_is_number(std) and std >= 0):
-            errs.append(f"{where}: 'std' must be null or a finite number >= 0, got {std!r}")
+            errs.append(f"{where}: 'std' must be null or a number >= 0 (finite), got {std!r}")
         if not _is_text(c.get("unit")):
             errs.append(f"{where}: 'unit' must be a non-empty string")
         if c.get("better") not in ("higher", "lower"):
