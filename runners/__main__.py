@@ -212,7 +212,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             stale = [v for v in verdicts if v.stale_known_fail]
             failed |= any(v.unexpected_fail for v in verdicts) or bool(stale)
             files = sorted({v.result for v in verdicts if v.result is not None})
-            where = ", ".join(str(loaded[i][0]) for i in files) or str(loaded[0][0])
+            where = (", ".join(f"{i + 1}: {loaded[i][0]}" for i in files) if len(files) > 1
+                     else str(loaded[files[0] if files else 0][0]))
             print(f"{spec.id} [{tier}] ({where}): {counts_text(verdicts)}")
             for v in stale:
                 print(f"  stale known_fail: {v.row} / {v.column} now reads {v.verdict}; {expected_path(spec.id)} "
