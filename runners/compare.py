@@ -55,18 +55,21 @@ class CellVerdict:
 
 # ------------------------------------------------------------------------------------------------- results files
 
-def _stamp_key(path: Path, tier: str) -> tuple[str, int]:
-    """Sort key of results/<id>/<stamp>_<tier>[_<n>].json: the stamp, then the uniqueness suffix."""
-    stem = path.stem
-    head, _, tail = stem.partition(f"_{tier}")
-    n = int(tail[1:]) if tail.startswith("_") and tail[1:].isdigit() else 0
-    return head, n
+def _result_name(tier: str) -> re.Pattern:
+    """<UTC stamp>_<tier>.json, or with a uniqueness suffix: <stamp>_<tier>_<suffix>.json."""
+    return re.compile(rf"^(\d{{8}}T\d{{6,}})_{re.escape(tier)}(?:_([A-Za-z0-9-]+))?\.json$")
+
+
+def _stamp_key(path: Path, tier: str) -> tuple[str, int, str]:
+    """Sort key of a results file: its stamp, then a numeric uniqueness suffix, then the name."""
+    stamp, suffix = _result_name(tier).match(path.name).groups()
+    return stamp, int(suffix) if suffix and suffix.isdigit() else 0, path.name
 
 
 def result_paths(spec_id: str, tier: str, root: Path | None = None) -> list[Path]:
-    """Every results/<spec id>/<stamp>_<tier>[_<n>].json, newest first."""
+    """Every results/<spec id>/<stamp>_<tier>[_<suffix>].json, newest first."""
     base = (root or results_mod.RESULTS_DIR) / spec_id
-    pattern = re.compile(rf"^\d{{8}}T\d{{6}}_{re.escape(tier)}(_\d+)?\.json$")
+    pattern = _result_name(tier)
     files = [p for p in base.glob(f"*_{tier}*.json") if pattern.match(p.name)]
     return sorted(files, key=lambda p: _stamp_key(p, tier), reverse=True)
 

@@ -384,6 +384,13 @@ def test_check_combines_the_results_files_of_a_tier(project: Path, capsys) -> No
     assert rc == 0 and "claims: PASS 2" in out
     assert [p.name for p in result_paths("toy", "smoke")] == ["20260102T000000_smoke.json",
                                                               "20260101T000000_smoke.json"]
+    for name in ("20260102T000000_smoke_2.json", "20260102T000000_smoke_10.json", "20260102T000000_budget.json",
+                 "20260102T000000_smoke.helpers.log", "notes_smoke.json"):
+        (project / "results" / "toy" / name).write_text("{}")
+    assert [p.name for p in result_paths("toy", "smoke")][:3] == ["20260102T000000_smoke_10.json",
+                                                                  "20260102T000000_smoke_2.json",
+                                                                  "20260102T000000_smoke.json"]
+    assert len(result_paths("toy", "smoke")) == 4
 
 
 def test_report_prints_check_std_mib_and_files(project: Path) -> None:
