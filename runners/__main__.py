@@ -1,7 +1,7 @@
 """The reproduction suite's command line: python -m runners (installed as ssm-repro).
 
     run       run specs at a tier and write results/ (--set, --cells, --show-config, --dry-run, ...)
-    check     diff the latest results with the papers' values (expected/); exit 1 on FAIL
+    check     judge every results file of each tier against the papers' values (expected/); exit 1 on FAIL
     report    write the markdown reports tables/*.md from the results
     compare   two results files of one spec side by side; exit 1 when a cell regressed
     list      the specs, their runners and which tiers have results
