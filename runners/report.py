@@ -94,9 +94,17 @@ def _env_line(result: dict) -> str:
 
 
 def overrides_lines(result: dict) -> list[str]:
-    """The settings a run changed from its spec (``run --set``), as report lines; none for a run as specified."""
+    """What a run changed from its spec's tier as report lines: the data variant (``run --data suite``), the cells it
+    was limited to (``--cells``) and the settings it overrode (``--set``); none for a run as specified."""
+    lines = []
+    if result.get("data") == "suite":
+        lines += [f"**Data made by the suite** (`--data suite`): {result.get('data_note') or 'see the spec'}", ""]
+    if result.get("cell_patterns"):
+        lines += [f"Cells selected (`--cells`): {', '.join(f'`{p}`' for p in result['cell_patterns'])}.", ""]
     given = result.get("overrides") or []
-    return [f"Settings changed from the spec (`--set`): {', '.join(f'`{o}`' for o in given)}.", ""] if given else []
+    if given:
+        lines += [f"Settings changed from the spec (`--set`): {', '.join(f'`{o}`' for o in given)}.", ""]
+    return lines
 
 
 def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]:

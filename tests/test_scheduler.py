@@ -189,6 +189,11 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     assert main(["run", "toytrain", "--data", "suite", "--gpus", "0,1"]) == 0
     first, second = _results(project)
     assert [c["value"] for c in first["cells"]] == [c["value"] for c in second["cells"]]
+    from runners.report import report_all
+
+    report_all(project / "tables", project / "results")
+    report = (project / "tables" / "toytrain.md").read_text()
+    assert "**Data made by the suite** (`--data suite`): toy" in report
 
 
 # ---- one configuration in two tables trains once (train_in)
