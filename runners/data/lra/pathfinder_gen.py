@@ -1,17 +1,19 @@
 """Pathfinder / Path-X generator (Linsley et al. 2018; LRA's per-resolution settings), written anew.
 
 An image holds two target paths and a few short distractor paths, each a "snake" of dashed
-segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend, its direction
-drawn with weight ``cos(min(|turn| * continuity, pi/2))^2`` among 5-degree steps, and never within a
-keep-out distance of the paddles already drawn (except the one just before it). The two target
-snakes start ``seed_distance`` apart near the centre and grow alternately; a circle marker is put
-on the start of one target and on the far end of the same target (label 1) or of the other
-target (label 0), so the two markers are never told apart by distance alone. Labels are balanced
-exactly within every batch.
+segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend. A turn is drawn
+with weight ``cos(min(|turn| * continuity, pi/2))^2`` among those whose far end is free, the whole
+paddle is then tested against a keep-out around the paddles already drawn (except the one just
+before it), and after ``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
+starts anywhere outside a ``2 * seed_distance`` border, the second ``seed_distance`` away at a random
+angle; both grow alternately and any failure restarts both. A circle marker is put on the start of
+one target and on the far end of the same target (label 1) or of the other target (label 0). Labels
+are balanced exactly within every batch.
 
 Parameters per resolution are those LRA's TFDS builder documents for its data (generated with
-github.com/drewlinsley/pathfinder ``snakes2``), with that script's defaults where LRA set none,
-and Python 2 integer division where LRA wrote ``contour_length / 3`` (the script is Python 2):
+github.com/drewlinsley/pathfinder ``snakes2``), with that script's defaults where LRA set none
+(no single-paddle distractors: the script sets ``use_single_paddles = False``), and Python 2
+integer division where LRA wrote ``contour_length / 3`` (the script is Python 2):
 
 ==========  =====  ======  ====  =======  =========  ======  ======  ==========  ===========  ========
 resolution  pad.   paddle  gap   thick.   marker r   seed d  contin. distractors  snake contr. paddle c.
@@ -22,16 +24,39 @@ resolution  pad.   paddle  gap   thick.   marker r   seed d  contin. distractors
 256         22     5       [3]   2.0      5.0        27      1.8     7 x 4        1.0          1.0
 ==========  =====  ======  ====  =======  =========  ======  ======  ==========  ===========  ========
 
-All with contour_length 14 (the ``curv_contour_length_14`` difficulty LRA uses). Target paddles have
-intensity snake contrast x paddle contrast, distractors the snake contrast, markers 1; the image is
-then scaled so its maximum is 255 (as scipy.misc.imsave did). Differences from the original
-script: lines and circles are anti-aliased by a distance ramp (not Lanczos-resized 2x drawings),
-the collision test is a hard keep-out of ``thickness + 2 margin - 0.5`` pixels between centre lines
-(the original thresholds the sum of two blurred masks), turn angles are 5-degree steps (the
-original takes the integer pixels on a circle), and a target that runs into a dead end is retracted
-by 1-3 paddles and regrown (up to 30 times) where the original restarts both targets: the local
-rules are the same, but which long paths survive is conditioned differently (here, at 64 and 128,
-most 14-paddle walks from the centre run into the border, so restarting alone is slow).
+All with contour_length 14 (the ``curv_contour_length_14`` difficulty LRA uses) and antialias scale 2.
+Target paddles have intensity snake contrast x paddle contrast, distractors the snake contrast,
+markers 1. Two behaviours of the original that shape LRA's images are reproduced on purpose:
+
+- Seeded snakes (the first target and every distractor) can start only with some headings: the
+  original looks for free start pixels by dilating the occupancy (a float image) with the paddle's
+  saturated mask pixels, offset one pixel from the kernel's anchor, and OpenCV pads with -inf; for
+  headings whose kernel misses its anchor no start pixel is free and the attempt fails
+  (``seed_orientations`` recomputes which, by the same drawing and resizing). At 32 x 32 that leaves
+  30 of 360 headings (-150 to -121 degrees), so only about one of the five distractor snakes gets
+  placed, and the first target always starts heading up-left.
+- Lines and markers are drawn hard-edged at 2x and Lanczos-resized to 1x (through uint8, as
+  scipy.misc.imresize did), then the image is scaled min..max to 0..255 (scipy.misc.imsave): thin
+  paddles come out at about half intensity, so the markers are the brightest objects.
+
+Remaining differences from the original, each kept for a reason:
+
+- Keep-out: a paddle's points (every half pixel) must stay more than ``thickness + 2 margin - 1``
+  pixels from committed paddles, and a turn's far end must fall on a pixel outside that keep-out.
+  The original thresholds the sum of Lanczos-blurred masks (``< 1.8``) and weights far ends by
+  ``1 - dilated mask``; the hard distance is the same rule without the blur's ringing, and is cheap.
+- Turns are 5-degree steps of float coordinates; the original takes the integer pixels on a circle
+  and rounds pivots up (``ceil``), which jitters paddle spacing by about a pixel. The turn statistics
+  (continuity weighting) are the same; the integer jitter has no purpose to reproduce.
+- The image is resized to 1x as a whole, per contrast, instead of per paddle window (17 -> 9 pixels
+  at 32 x 32, a 1.89x resize); intensities differ by a few grey levels, not in kind.
+- A distractor's start is drawn among free pixels where its first paddle fits (64 tested), instead of
+  from the dilated availability map; same intent (a free start), no -inf artefact beyond the heading rule.
+- At 64 and 128 (``target_dead_ends``) a target that fails to extend is retracted by 1-3 paddles and
+  regrown (up to 30 times) before both restart: with restarts alone long targets rarely fit at these
+  sizes and generation is dozens of times slower. At 32 and 256 failures restart both targets, as in
+  the original.
+- The second target's first paddle must fit the keep-out of the first (the original does not test it).
 
 Layout written (the release's): ``<out>/pathfinder<R>/curv_contour_length_14/imgs/<k>/sample_<i>.png``
 and ``metadata/<k>.npy``, a text file with one line per image:
@@ -41,20 +66,22 @@ is written last, atomically: a rerun skips batches whose metadata exists (resuma
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from runners.atomic import atomic_path, write_text_atomic
 from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY
 from runners.data.progress import progress_bar
 
-MAX_PAIR_ATTEMPTS = 2000  # restarts of the two targets before giving up
-MAX_DEAD_ENDS = 30  # dead ends tolerated while growing the two targets before a restart
+MAX_PAIR_ATTEMPTS = 50000  # restarts of the two targets before giving up (the original never gives up)
+SEED_TRIES = 64  # free pixels tested as a distractor's start
 BACKTRACK_MAX = 3  # a dead end retracts the growing target by 1..BACKTRACK_MAX paddles
 
 
@@ -74,6 +101,9 @@ class PathfinderParams:
     paddle_contrasts: tuple[float, ...]
     contour_length: int = 14          # paddles per target snake
     max_snake_retrial: int = 4        # distractor snake attempts (original: max_distractor_contour_retrial)
+    max_paddle_retrial: int = 2       # rejected turn draws allowed per paddle, minus one (original's name)
+    antialias_scale: int = 2          # drawing resolution / image resolution (LRA: 2 at every resolution)
+    target_dead_ends: int = 0         # failed target extensions retracted and regrown before a restart
     angle_step_deg: float = 5.0
 
 
@@ -83,10 +113,10 @@ PARAMS = {
                          num_distractors=5, snake_contrasts=(2.0,), paddle_contrasts=(0.75,)),
     64: PathfinderParams(64, padding=1, paddle_length=5, paddle_margins=(1,), paddle_thickness=1.0,
                          marker_radius=2.5, seed_distance=12, continuity=1.8, distractor_length=4,
-                         num_distractors=5, snake_contrasts=(0.8,), paddle_contrasts=(1.0,)),
+                         num_distractors=5, snake_contrasts=(0.8,), paddle_contrasts=(1.0,), target_dead_ends=30),
     128: PathfinderParams(128, padding=1, paddle_length=5, paddle_margins=(2, 3), paddle_thickness=1.5,
                           marker_radius=3.0, seed_distance=20, continuity=1.8, distractor_length=4,
-                          num_distractors=8, snake_contrasts=(0.9,), paddle_contrasts=(1.0,)),
+                          num_distractors=8, snake_contrasts=(0.9,), paddle_contrasts=(1.0,), target_dead_ends=30),
     256: PathfinderParams(256, padding=22, paddle_length=5, paddle_margins=(3,), paddle_thickness=2.0,
                           marker_radius=5.0, seed_distance=27, continuity=1.8, distractor_length=4,
                           num_distractors=7, snake_contrasts=(1.0,), paddle_contrasts=(1.0,)),
@@ -108,6 +138,14 @@ def _seg_dist(py: np.ndarray, px: np.ndarray, a: tuple, b: tuple) -> np.ndarray:
     return np.hypot(qy - t * dy, qx - t * dx)
 
 
+def _point_seg_dist(y: float, x: float, a: tuple, b: tuple) -> float:
+    """Distance from the point (y, x) to the segment a-b (each (y, x))."""
+    dy, dx = b[0] - a[0], b[1] - a[1]
+    qy, qx = y - a[0], x - a[1]
+    t = min(max((qy * dy + qx * dx) / max(dy * dy + dx * dx, 1e-12), 0.0), 1.0)
+    return math.hypot(qy - t * dy, qx - t * dx)
+
+
 def _box(a: tuple, b: tuple, r: float, size: int):
     """Pixel index ranges (y0, y1, x0, x1), inclusive, of the box around a-b grown by r."""
     return (max(0, math.floor(min(a[0], b[0]) - r)), min(size - 1, math.ceil(max(a[0], b[0]) + r)),
@@ -119,26 +157,34 @@ class _Canvas:
 
     def __init__(self, p: PathfinderParams, margin: int):
         self.p, self.margin, self.R = p, margin, p.resolution
-        self.keepout = max(p.paddle_thickness + 2 * margin - 0.5, p.paddle_thickness + 1.0)
+        self.keepout = p.paddle_thickness + 2 * margin - 1.0
         self.count = np.zeros((self.R, self.R), dtype=np.int16)  # (R, R)
         self.lo, self.hi = float(p.padding), float(self.R - 1 - p.padding)
-        self.t = np.linspace(0.0, 1.0, int(math.ceil(p.paddle_length / 0.5)) + 1)  # points along a paddle
+        self.n_points = int(math.ceil(p.paddle_length / 0.5)) + 1  # tested points along a paddle
 
-    def feasible(self, sy, sx, ey, ex, others: list) -> np.ndarray:
-        """Which candidate paddles (start (sy, sx), end (ey, ex), arrays (n,)) stay inside the padding
-        and off the keep-out of committed paddles and of ``others`` (uncommitted (a, b) paddles)."""
+    def feasible(self, a: tuple, b: tuple, others: list) -> bool:
+        """Whether paddle a-b stays inside the padding and off the keep-out of committed paddles and of
+        ``others`` (uncommitted (a, b) paddles), tested at points every half pixel along it."""
         lo, hi = self.lo, self.hi
-        ok = (np.minimum(sy, ey) >= lo) & (np.maximum(sy, ey) <= hi) & (np.minimum(sx, ex) >= lo) \
-            & (np.maximum(sx, ex) <= hi)
-        py = sy[:, None] + self.t * (ey - sy)[:, None]  # (n, P)
-        px = sx[:, None] + self.t * (ex - sx)[:, None]  # (n, P)
-        top = self.R - 0.5001
-        iy = (np.minimum(np.maximum(py, 0.0), top) + 0.5).astype(np.intp)  # nearest pixel, kept inside
-        ix = (np.minimum(np.maximum(px, 0.0), top) + 0.5).astype(np.intp)
-        ok &= ~(self.count[iy, ix] > 0).any(axis=1)
-        for a, b in others:
-            ok &= (_seg_dist(py, px, a, b) > self.keepout).all(axis=1)
-        return ok
+        if not (lo <= min(a[0], b[0]) and max(a[0], b[0]) <= hi and lo <= min(a[1], b[1]) and max(a[1], b[1]) <= hi):
+            return False
+        count, k = self.count, self.n_points - 1
+        dy, dx = b[0] - a[0], b[1] - a[1]
+        for i in range(k + 1):
+            y, x = a[0] + dy * i / k, a[1] + dx * i / k
+            if count[int(y + 0.5), int(x + 0.5)]:
+                return False
+            for c, d in others:
+                if _point_seg_dist(y, x, c, d) <= self.keepout:
+                    return False
+        return True
+
+    def head_free(self, ey: np.ndarray, ex: np.ndarray) -> np.ndarray:
+        """Which far ends (arrays (n,)) lie inside the padding on a pixel no committed paddle keeps out."""
+        inside = (ey >= self.lo) & (ey <= self.hi) & (ex >= self.lo) & (ex <= self.hi)
+        iy = (np.clip(ey, 0.0, self.R - 1) + 0.5).astype(np.intp)
+        ix = (np.clip(ex, 0.0, self.R - 1) + 0.5).astype(np.intp)
+        return inside & (self.count[np.minimum(iy, self.R - 1), np.minimum(ix, self.R - 1)] == 0)
 
     def mark(self, a: tuple, b: tuple, delta: int) -> None:
         """Add (delta=1) or remove (delta=-1) the keep-out footprint of paddle a-b."""
@@ -173,23 +219,30 @@ def _turn_table(p: PathfinderParams) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _extend(rng: np.random.Generator, canvas: _Canvas, snake: _Snake, others: list, turns, weights) -> bool:
-    """Add one paddle ``2 margin`` beyond the last one; the previous last paddle gets marked."""
+    """Add one paddle ``2 margin`` beyond the last one, as the original does: a turn is drawn with weight
+    ``cos^2`` x (its far end off the keep-out), the whole paddle is then tested against the keep-out, and
+    after ``max_paddle_retrial + 1`` rejected draws the extension fails. On success the previous last
+    paddle gets marked."""
     p, m = canvas.p, canvas.margin
     (_, end), theta = snake.last, snake.thetas[-1]
     py, px = end[0] + m * math.sin(theta), end[1] + m * math.cos(theta)  # pivot
-    thetas = theta + turns
+    thetas = theta + turns  # (T,)
     uy, ux = np.sin(thetas), np.cos(thetas)
     sy, sx = py + m * uy, px + m * ux
     ey, ex = sy + p.paddle_length * uy, sx + p.paddle_length * ux
-    w = weights * canvas.feasible(sy, sx, ey, ex, others)
+    w = weights * canvas.head_free(ey, ex)
     cdf = np.cumsum(w)
     if cdf[-1] <= 0:
         return False
-    j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(w) - 1)
-    canvas.mark(*snake.last, 1)
-    snake.paddles.append(((float(sy[j]), float(sx[j])), (float(ey[j]), float(ex[j]))))
-    snake.thetas.append(float(thetas[j]))
-    return True
+    for _ in range(p.max_paddle_retrial + 1):
+        j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(w) - 1)
+        a, b = (float(sy[j]), float(sx[j])), (float(ey[j]), float(ex[j]))
+        if canvas.feasible(a, b, others):
+            canvas.mark(*snake.last, 1)
+            snake.paddles.append((a, b))
+            snake.thetas.append(float(thetas[j]))
+            return True
+    return False
 
 
 def _retract(canvas: _Canvas, snake: _Snake) -> None:
@@ -204,25 +257,65 @@ def _random_theta(rng: np.random.Generator) -> float:
     return math.radians(int(rng.integers(-180, 180)))
 
 
+@functools.lru_cache(maxsize=None)
+def seed_orientations(paddle_length: int, thickness: float, margin: int, aa: int) -> np.ndarray:
+    """bool (360,): which integer headings -180..179 degrees a seeded snake (the first target, a distractor)
+    may start with.
+
+    The original finds free seed positions by dilating the occupancy with the paddle's own mask; the kernel
+    is that mask's saturated (== 255) pixels, placed one pixel down and right of the kernel's anchor, and
+    OpenCV pads a float image with -inf when dilating. Unless the kernel covers its anchor, the border
+    pixels become -inf, the original then finds no free position, and the seed attempt fails. Here the
+    mask is made the same way (line of width round(thickness aa) drawn at aa x resolution, dilated by a
+    disk of radius margin aa, Lanczos-resized to 1x) and the anchor pixel tested.
+    """
+    cm = paddle_length + math.ceil(thickness) + margin  # half size of the 1x window
+    n, c, r = 2 * cm * aa + 1, cm * aa, margin * aa
+    yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
+    disk = list(zip(*np.nonzero(yy ** 2 + xx ** 2 <= r * r)))
+    out = np.zeros(360, dtype=bool)
+    for k, deg in enumerate(range(-180, 180)):
+        th = math.radians(deg)
+        head = (math.ceil(c + paddle_length * aa * math.cos(th)), math.ceil(c + paddle_length * aa * math.sin(th)))
+        im = Image.new("L", (n, n), 0)
+        ImageDraw.Draw(im).line([(c, c), head], fill=255, width=int(round(thickness * aa)))  # (x, y) points
+        line = np.pad(np.asarray(im) > 0, r)  # (n + 2r, n + 2r)
+        dilated = np.zeros((n, n), dtype=bool)
+        for dy, dx in disk:
+            dilated |= line[dy:dy + n, dx:dx + n]
+        small = Image.fromarray(dilated.astype(np.uint8) * 255).resize((2 * cm + 1,) * 2, Image.Resampling.LANCZOS)
+        out[k] = np.asarray(small)[cm - 1, cm - 1] == 255
+    return out
+
+
+def _seed_theta(rng: np.random.Generator, p: PathfinderParams, margin: int) -> Optional[float]:
+    """A uniformly drawn integer heading, or None where the original's seed search fails for it."""
+    deg = int(rng.integers(-180, 180))
+    ok = seed_orientations(p.paddle_length, p.paddle_thickness, margin, p.antialias_scale)[deg + 180]
+    return math.radians(deg) if ok else None
+
+
 def _seed_ok(canvas: _Canvas, snake: _Snake, others: list) -> bool:
-    (a, b) = snake.last
-    return bool(canvas.feasible(np.array([a[0]]), np.array([a[1]]), np.array([b[0]]), np.array([b[1]]),
-                                others)[0])
+    return canvas.feasible(*snake.last, others)
 
 
 def _two_targets(rng: np.random.Generator, p: PathfinderParams, margin: int, turns, weights):
     """Two target snakes of contour_length paddles whose starts are seed_distance apart, or None.
 
-    The shorter snake (the first on ties) grows next; a dead end retracts that snake by 1-3 paddles
-    and tries again, up to MAX_DEAD_ENDS times.
+    The shorter snake (the first on ties) grows next, so they grow alternately as in the original. A
+    failed extension restarts both (the original's rule) unless ``p.target_dead_ends`` > 0: then that
+    snake is retracted by 1-3 paddles and regrown, up to that many times, before the restart.
     """
+    theta = _seed_theta(rng, p, margin)
+    if theta is None:
+        return None
     canvas = _Canvas(p, margin)
     R, sd = p.resolution, p.seed_distance
     lo, hi = 2 * sd, R - 2 * sd  # the first target starts near the centre, as in the original
     if hi <= lo:
         lo, hi = p.padding, R - p.padding
     y, x = rng.integers(lo, hi, size=2)
-    s1 = _Snake((float(y), float(x)), _random_theta(rng), p.paddle_length)
+    s1 = _Snake((float(y), float(x)), theta, p.paddle_length)
     if not _seed_ok(canvas, s1, []):
         return None
     phi = math.radians(int(rng.integers(0, 360)))
@@ -235,7 +328,7 @@ def _two_targets(rng: np.random.Generator, p: PathfinderParams, margin: int, tur
         i = 0 if len(s1.paddles) <= len(s2.paddles) else 1
         if not _extend(rng, canvas, snakes[i], [snakes[1 - i].last], turns, weights):
             dead_ends += 1
-            if dead_ends > MAX_DEAD_ENDS:
+            if dead_ends > p.target_dead_ends:
                 return None
             for _ in range(int(rng.integers(1, BACKTRACK_MAX + 1))):
                 _retract(canvas, snakes[i])
@@ -245,13 +338,23 @@ def _two_targets(rng: np.random.Generator, p: PathfinderParams, margin: int, tur
 
 
 def _distractor(rng: np.random.Generator, canvas: _Canvas, p: PathfinderParams, turns, weights):
-    """Grow one distractor snake from a random free pixel; it is left marked on success, removed on failure."""
-    free = np.flatnonzero(canvas.count == 0)
-    if free.size == 0:
+    """Grow one distractor snake; it is left marked on success, removed on failure.
+
+    As in the original, the heading is drawn first (most headings fail, see ``seed_orientations``), then
+    the start uniformly among the free pixels where the first paddle fits (SEED_TRIES of them tested).
+    """
+    theta = _seed_theta(rng, p, canvas.margin)
+    if theta is None:
         return None
-    y, x = divmod(int(free[rng.integers(free.size)]), canvas.R)
-    s = _Snake((float(y), float(x)), _random_theta(rng), p.paddle_length)
-    if not _seed_ok(canvas, s, []):
+    free = np.flatnonzero(canvas.count == 0)
+    s = None
+    for k in rng.permutation(free.size)[:SEED_TRIES]:
+        y, x = divmod(int(free[k]), canvas.R)
+        s = _Snake((float(y), float(x)), theta, p.paddle_length)
+        if _seed_ok(canvas, s, []):
+            break
+        s = None
+    if s is None:
         return None
     for _ in range(p.distractor_length - 1):
         if not _extend(rng, canvas, s, [], turns, weights):
@@ -262,13 +365,27 @@ def _distractor(rng: np.random.Generator, canvas: _Canvas, p: PathfinderParams, 
     return s
 
 
-def _draw(image: np.ndarray, a: tuple, b: tuple, half_width: float, value: float) -> None:
-    """max-composite a line of the given half width, anti-aliased by a one-pixel distance ramp."""
-    y0, y1, x0, x1 = _box(a, b, half_width + 1.0, image.shape[0])
-    py = np.arange(y0, y1 + 1, dtype=np.float64)[:, None]
-    px = np.arange(x0, x1 + 1, dtype=np.float64)[None, :]
-    cover = np.minimum(np.maximum(half_width + 0.5 - _seg_dist(py, px, a, b), 0.0), 1.0)
-    np.maximum(image[y0:y1 + 1, x0:x1 + 1], value * cover, out=image[y0:y1 + 1, x0:x1 + 1])
+def _layer(paddles: list, p: PathfinderParams) -> np.ndarray:
+    """float (R, R) in [0, 1]: hard-edged lines of width round(thickness aa) drawn at aa x resolution, then
+    Lanczos-resized to R x R through uint8, as the original draws each paddle."""
+    aa, R = p.antialias_scale, p.resolution
+    im = Image.new("L", (R * aa, R * aa), 0)
+    draw, width, off = ImageDraw.Draw(im), int(round(p.paddle_thickness * aa)), (aa - 1) / 2
+    for a, b in paddles:  # pixel centre y of the 1x grid is y aa + (aa - 1) / 2 at aa x
+        draw.line([(a[1] * aa + off, a[0] * aa + off), (b[1] * aa + off, b[0] * aa + off)], fill=255, width=width)
+    return np.asarray(im.resize((R, R), Image.Resampling.LANCZOS), dtype=np.float64) / 255.0
+
+
+def _marker_layer(centres, p: PathfinderParams) -> np.ndarray:
+    """float (R, R): filled disks of radius marker_radius drawn at aa x resolution, Lanczos-resized."""
+    aa, R = p.antialias_scale, p.resolution
+    yy, xx = np.mgrid[:R * aa, :R * aa]  # (R aa, R aa)
+    disks = np.zeros((R * aa, R * aa), dtype=bool)
+    for y, x in centres:
+        c = (y * aa + (aa - 1) / 2, x * aa + (aa - 1) / 2)
+        disks |= (yy - c[0]) ** 2 + (xx - c[1]) ** 2 <= (p.marker_radius * aa) ** 2
+    im = Image.fromarray(disks.astype(np.uint8) * 255).resize((R, R), Image.Resampling.LANCZOS)
+    return np.asarray(im, dtype=np.float64) / 255.0
 
 
 @dataclass
@@ -319,17 +436,19 @@ def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int) -
 
 
 def render(g: SampleGeometry, p: PathfinderParams) -> np.ndarray:
-    """uint8 (R, R) image: paddles and markers max-composited, scaled so the maximum is 255."""
-    image = np.zeros((p.resolution, p.resolution), dtype=np.float64)  # (R, R)
+    """uint8 (R, R) image: each contrast's paddles as one anti-aliased layer times that contrast, and the
+    markers (contrast 1), max-composited, then scaled min..max to 0..255 as scipy.misc.imsave did."""
+    by_contrast: dict = {}
     for paddles, cs in zip(g.targets, g.target_contrasts):
-        for (a, b), c in zip(paddles, cs):
-            _draw(image, a, b, p.paddle_thickness / 2, c)
+        for pad, c in zip(paddles, cs):
+            by_contrast.setdefault(float(c), []).append(pad)
     for paddles, c in zip(g.distractors, g.distractor_contrasts):
-        for a, b in paddles:
-            _draw(image, a, b, p.paddle_thickness / 2, c)
-    for centre in g.markers:
-        _draw(image, centre, centre, p.marker_radius, 1.0)
-    return np.rint(image * (255.0 / image.max())).astype(np.uint8)
+        by_contrast.setdefault(float(c), []).extend(paddles)
+    image = _marker_layer(g.markers, p)  # (R, R)
+    for c, paddles in by_contrast.items():
+        image = np.maximum(image, c * _layer(paddles, p))
+    lo, hi = image.min(), image.max()
+    return np.floor((image - lo) * (255.0 / max(hi - lo, 1e-12)) + 0.5).astype(np.uint8)
 
 
 def make_sample(rng: np.random.Generator, p: PathfinderParams, label: int) -> tuple[np.ndarray, int]:
