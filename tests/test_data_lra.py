@@ -22,8 +22,9 @@ from runners.data.lra.generate import main as generate_main
 from runners.data.lra.image import rgb_to_gray
 from runners.data.lra.listops import TOKEN_IDS, VOCAB_SIZE, encode_listops, tokenize_listops
 from runners.data.lra.listops_gen import apply_op, generate_listops
+from runners.data.lra.pathfinder_check import label_problems
 from runners.data.lra.pathfinder_gen import (_Canvas, generate_pathfinder, make_batch, pathfinder_params, render,
-                                             sample_geometry)
+                                             sample_geometry, seed_orientations)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,6 +370,47 @@ def test_pathfinder_geometry_follows_the_rules(resolution):
         assert img.dtype == np.uint8 and img.max() == 255
         for y, x in g.markers:
             assert img[int(round(y)), int(round(x))] >= 100
+
+
+def test_pathfinder_seed_headings_are_the_originals():
+    # The original generator's own drawing routine (snakes.draw_line_n_mask, Lanczos-resized through uint8)
+    # accepts exactly these headings as seeds: at 32 x 32 the 30 headings -150..-121 degrees; for LRA's other
+    # (paddle length, thickness, margin) 73, 248, 102 and 182 of 360.
+    acc32 = seed_orientations(2, 0.5, 1, 2)
+    assert [d for d in range(-180, 180) if acc32[d + 180]] == list(range(-150, -120))
+    counts = [int(seed_orientations(5, t, m, 2).sum()) for t, m in ((1.0, 1), (1.5, 2), (1.5, 3), (2.0, 3))]
+    assert counts == [73, 248, 102, 182]
+
+
+@pytest.mark.parametrize("resolution,n", [(32, 40), (64, 4), (128, 4), (256, 4)])
+def test_pathfinder_labels_are_readable_from_the_geometry(resolution, n):
+    p = pathfinder_params(resolution)
+    rng = np.random.default_rng(7)
+    problems = [pr for k in range(n) for pr in label_problems(sample_geometry(rng, p, k % 2), p, k % 2)]
+    assert problems == []
+
+
+def test_pathfinder_label_checker_catches_a_flipped_label():
+    p = pathfinder_params(32)
+    g = sample_geometry(np.random.default_rng(3), p, 1)
+    assert label_problems(g, p, 1) == []
+    assert any("label 0 but the markers are on targets" in pr for pr in label_problems(g, p, 0))
+    g.markers = (g.markers[0], g.targets[1 - g.origin][-1][1])  # terminal marker moved to the other target
+    assert any("label 1 but" in pr for pr in label_problems(g, p, 1))
+
+
+def test_pathfinder32_places_about_one_distractor_like_the_original():
+    # The original's seed search fails for 330 of 360 headings at 32 x 32, so of LRA's five distractor snakes
+    # only about one is placed per image (not five); markers are drawn brighter than the paddles.
+    p = pathfinder_params(32)
+    rng = np.random.default_rng(11)
+    geoms = [sample_geometry(rng, p, k % 2) for k in range(60)]
+    mean = float(np.mean([len(g.distractors) for g in geoms]))
+    assert 0.4 <= mean <= 1.6, mean
+    for g in geoms[:10]:
+        img = render(g, p)
+        paddle_px = np.percentile(img, 99)
+        assert min(img[int(round(y)), int(round(x))] for y, x in g.markers) >= paddle_px
 
 
 def test_pathfinder_generator_roundtrip_balance_and_resume(tmp_path):

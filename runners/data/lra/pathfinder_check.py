@@ -1,0 +1,230 @@
+"""Label and learnability checks for generated Pathfinder.
+
+``label_problems`` reads, from the generator's records of one image, whatever would make its label
+unreadable (a broken target path, a marker off the tips, a label that disagrees with the markers' paths,
+a faint marker). ``learnability`` trains a small CNN on fresh data and reports validation accuracy. A label that cannot be read from the image leaves every model at chance (50 %); this check generates
+``n`` images with ``runners.data.lra.pathfinder_gen``, splits them as the loader does (80/10/10), trains
+a small residual CNN for a time budget and reports the best validation accuracy. The command exits
+non-zero when that accuracy stays below ``--min-acc``:
+
+    python -m runners.data.lra.pathfinder_check --n 40000 --minutes 8 --device cuda --min-acc 0.7 \\
+        --workers 16 --out /tmp/pathfinder_check --output pathfinder_check.json
+
+Existing data under ``--out`` is reused (the generator skips finished batches).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from scipy import ndimage
+
+from runners.atomic import write_text_atomic
+from runners.data.lra.pathfinder import load_pathfinder
+from runners.data.lra.pathfinder_gen import PathfinderParams, SampleGeometry, generate_pathfinder, render
+
+
+def _path_mask(paddles: list, p: PathfinderParams, scale: int, bridge: float) -> np.ndarray:
+    """bool (R scale, R scale): the paddles drawn with half width ``bridge`` pixels (1x units) at ``scale`` x."""
+    size = p.resolution * scale
+    mask = np.zeros((size, size), dtype=bool)
+    for a, b in paddles:
+        y0, y1 = sorted((a[0], b[0]))
+        x0, x1 = sorted((a[1], b[1]))
+        r = bridge + 1.0
+        ys = np.arange(max(0, math.floor((y0 - r) * scale)), min(size, math.ceil((y1 + r) * scale) + 1))
+        xs = np.arange(max(0, math.floor((x0 - r) * scale)), min(size, math.ceil((x1 + r) * scale) + 1))
+        py, px = ys[:, None] / scale, xs[None, :] / scale
+        dy, dx = b[0] - a[0], b[1] - a[1]
+        t = np.clip(((py - a[0]) * dy + (px - a[1]) * dx) / max(dy * dy + dx * dx, 1e-12), 0.0, 1.0)
+        mask[np.ix_(ys, xs)] |= np.hypot(py - a[0] - t * dy, px - a[1] - t * dx) <= bridge
+    return mask
+
+
+def label_problems(g: SampleGeometry, p: PathfinderParams, label: int, scale: int = 4) -> list[str]:
+    """What makes this image's label unreadable, from the generator's records (empty list: none).
+
+    Each target, drawn alone at ``scale`` x with its gaps bridged (half width = margin), must be one
+    connected piece (half width margin + half a fine pixel); each marker must sit on a tip of a target (the start of ``targets[origin]``, the far
+    end of ``targets[terminal]``); the markers share a target iff ``label`` is 1; and in the rendered image
+    both markers must be drawn at full brightness (they are the brightest objects in LRA's images).
+    """
+    problems = []
+    for k, t in enumerate(g.targets):
+        _, pieces = ndimage.label(_path_mask(t, p, scale, g.margin + 0.5 / scale), structure=np.ones((3, 3)))
+        if pieces != 1:
+            problems.append(f"target {k} falls apart into {pieces} pieces")
+    tips = [[t[0][0], t[-1][1]] for t in g.targets]
+    own = []
+    for m in g.markers:
+        near = [k for k in (0, 1) for tip in tips[k] if math.dist(m, tip) < 0.5]
+        if len(near) != 1:
+            problems.append(f"marker at {tuple(round(c, 1) for c in m)} is on {len(near)} target tips")
+        own.append(near[0] if near else -1)
+    if (own[0] == own[1]) != (label == 1):
+        problems.append(f"label {label} but the markers are on targets {own}")
+    image = render(g, p)
+    for m in g.markers:
+        if image[int(round(m[0])), int(round(m[1]))] < 230:
+            problems.append(f"marker at {tuple(round(c, 1) for c in m)} is faint")
+    return problems
+
+
+class _Block(nn.Module):
+    """Residual 3x3 block with dilation d: x + conv(relu(bn(conv(relu(bn(x))))))."""
+
+    def __init__(self, channels: int, dilation: int):
+        super().__init__()
+        self.bn1, self.bn2 = nn.BatchNorm2d(channels), nn.BatchNorm2d(channels)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=dilation, dilation=dilation, bias=False)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) -> (B, C, H, W)
+        return x + self.conv2(F.relu(self.bn2(self.conv1(F.relu(self.bn1(x))))))
+
+
+class PathCNN(nn.Module):
+    """Stem conv, residual blocks with growing dilation (receptive field over the whole image), max pool."""
+
+    def __init__(self, channels: int = 32, dilations: Sequence[int] = (1, 2, 4, 8, 1, 2, 4, 8)):
+        super().__init__()
+        self.stem = nn.Conv2d(1, channels, 3, padding=1)
+        self.blocks = nn.Sequential(*[_Block(channels, d) for d in dilations])
+        self.norm = nn.BatchNorm2d(channels)
+        self.head = nn.Linear(channels, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 1, H, W) -> (B, 2)
+        h = F.relu(self.norm(self.blocks(self.stem(x))))
+        return self.head(h.amax(dim=(2, 3)))
+
+
+def _dihedral(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """A random flip / transpose of the batch (the label is unchanged by any of the 8 symmetries)."""
+    k = int(torch.randint(8, (1,), generator=g))
+    if k & 1:
+        x = x.flip(2)
+    if k & 2:
+        x = x.flip(3)
+    if k & 4:
+        x = x.transpose(2, 3)
+    return x
+
+
+def _split_tensors(task) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{'train' | 'val': (x float (N, 1, R, R) in [0, 1], y long (N,))} from the loader's datasets."""
+    out = {}
+    for name in ("train", "val"):
+        ds = getattr(task, name)
+        idx = ds.indices
+        r = ds.images.shape[-1]
+        x = ds.images[idx].float().div_(255.0).view(-1, 1, r, r)
+        out[name] = (x, ds.labels[idx])
+    return out
+
+
+@torch.no_grad()
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, batch: int = 1024) -> float:
+    model.eval()
+    correct = 0
+    for i in range(0, len(y), batch):
+        correct += int((model(x[i:i + batch].to(device)).argmax(1).cpu() == y[i:i + batch]).sum())
+    return correct / max(len(y), 1)
+
+
+def train_check(data: dict, *, seconds: Optional[float] = None, device: str = "cpu", seed: int = 0, channels: int = 32,
+                dilations: Sequence[int] = (1, 2, 4, 8, 1, 2, 4, 8), batch_size: int = 64, lr: float = 3e-3,
+                max_epochs: Optional[int] = None) -> dict:
+    """Train PathCNN on data['train'] until ``seconds`` have passed or ``max_epochs`` are done (whole epochs,
+    at least one; one of the two must be given) and return
+    {'best_val_acc', 'val_acc' (per epoch), 'train_acc', 'epochs', 'seconds', 'n_train', 'n_val'}."""
+    if seconds is None and max_epochs is None:
+        raise ValueError("train_check: give seconds or max_epochs")
+    torch.manual_seed(seed)
+    dev = torch.device(device)
+    g = torch.Generator().manual_seed(seed)
+    model = PathCNN(channels, dilations).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    (xtr, ytr), (xva, yva) = data["train"], data["val"]
+    steps_per_epoch = math.ceil(len(ytr) / batch_size)
+    history: list[float] = []
+    start = time.perf_counter()
+    epoch = 0
+    while True:
+        model.train()
+        order = torch.randperm(len(ytr), generator=g)
+        for i in range(steps_per_epoch):
+            b = order[i * batch_size:(i + 1) * batch_size]
+            xb = _dihedral(xtr[b], g).to(dev, non_blocking=True)  # (B, 1, R, R)
+            loss = F.cross_entropy(model(xb), ytr[b].to(dev))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        epoch += 1
+        history.append(_accuracy(model, xva, yva, dev))
+        elapsed = time.perf_counter() - start
+        if (seconds is not None and elapsed >= seconds) or (max_epochs is not None and epoch >= max_epochs):
+            break
+    return {"best_val_acc": max(history), "val_acc": history, "train_acc": _accuracy(model, xtr[:len(yva) or 1],
+                                                                                      ytr[:len(yva) or 1], dev),
+            "epochs": epoch, "seconds": round(time.perf_counter() - start, 1), "n_train": len(ytr),
+            "n_val": len(yva)}
+
+
+def learnability(out: Path, *, resolution: int = 32, n: int = 40000, gen_seed: int = 0, workers: int = 1,
+                 seconds: float = 480.0, device: str = "cpu", train_seed: int = 0, **train_kwargs) -> dict:
+    """Generate (or reuse) n Pathfinder-<resolution> images under ``out`` and run train_check on them."""
+    t0 = time.perf_counter()
+    generate_pathfinder(out, resolution=resolution, n=n, per_batch=min(1000, n), seed=gen_seed, workers=workers,
+                        progress=False)
+    gen_s = time.perf_counter() - t0
+    task = load_pathfinder(out, resolution=resolution, use_cache=False, workers=max(1, workers))
+    result = train_check(_split_tensors(task), seconds=seconds, device=device, seed=train_seed, **train_kwargs)
+    result.update(resolution=resolution, n=n, gen_seed=gen_seed, train_seed=train_seed, device=device,
+                  generate_seconds=round(gen_s, 1))
+    return result
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m runners.data.lra.pathfinder_check",
+                                 description="Train a small CNN on freshly generated Pathfinder; fail below --min-acc.")
+    ap.add_argument("--out", required=True, help="data directory for the generated images (reused if present)")
+    ap.add_argument("--resolution", type=int, default=32)
+    ap.add_argument("--n", type=int, default=40000, help="images to generate (split 80/10/10)")
+    ap.add_argument("--minutes", type=float, default=8.0, help="training time budget")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--min-acc", type=float, default=0.7, help="best validation accuracy required (chance: 0.5)")
+    ap.add_argument("--seed", type=int, default=0, help="generator seed (training uses the same)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="generator processes")
+    ap.add_argument("--channels", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--output", default=None, help="write the result as JSON here")
+    args = ap.parse_args(argv)
+    if not 0.0 < args.min_acc < 1.0:
+        ap.error(f"--min-acc must be in (0, 1), got {args.min_acc}")
+    res = learnability(Path(args.out), resolution=args.resolution, n=args.n, gen_seed=args.seed,
+                       workers=args.workers, seconds=args.minutes * 60, device=args.device, train_seed=args.seed,
+                       channels=args.channels, batch_size=args.batch_size, lr=args.lr)
+    res["min_acc"] = args.min_acc
+    res["passed"] = res["best_val_acc"] >= args.min_acc
+    text = json.dumps(res, indent=1)
+    if args.output:
+        write_text_atomic(Path(args.output), text + "\n")
+    print(text)
+    print(f"pathfinder{args.resolution} learnability: best val acc {res['best_val_acc']:.3f} "
+          f"({'PASS' if res['passed'] else 'FAIL'}, need >= {args.min_acc})")
+    return 0 if res["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
