@@ -2,10 +2,11 @@
 
 ``label_problems`` reads, from the generator's records of one image, whatever would make its label
 unreadable (a broken target path, a marker off the tips, a label that disagrees with the markers' paths,
-a faint marker). ``learnability`` trains a small CNN on fresh data and reports validation accuracy. A label that cannot be read from the image leaves every model at chance (50 %); this check generates
-``n`` images with ``runners.data.lra.pathfinder_gen``, splits them as the loader does (80/10/10), trains
-a small residual CNN for a time budget and reports the best validation accuracy. The command exits
-non-zero when that accuracy stays below ``--min-acc``:
+a faint marker). ``learnability`` trains a small CNN on fresh data: a label that cannot be read from
+the image leaves every model at chance (50 %). It generates ``n`` images with
+``runners.data.lra.pathfinder_gen``, splits them as the loader does (80/10/10), trains a small residual
+CNN for a time budget and reports the best validation accuracy. The command exits non-zero when that
+accuracy stays below ``--min-acc``:
 
     python -m runners.data.lra.pathfinder_check --n 40000 --minutes 8 --device cuda --min-acc 0.7 \\
         --workers 16 --out /tmp/pathfinder_check --output pathfinder_check.json
@@ -54,10 +55,11 @@ def _path_mask(paddles: list, p: PathfinderParams, scale: int, bridge: float) ->
 def label_problems(g: SampleGeometry, p: PathfinderParams, label: int, scale: int = 4) -> list[str]:
     """What makes this image's label unreadable, from the generator's records (empty list: none).
 
-    Each target, drawn alone at ``scale`` x with its gaps bridged (half width = margin), must be one
-    connected piece (half width margin + half a fine pixel); each marker must sit on a tip of a target (the start of ``targets[origin]``, the far
-    end of ``targets[terminal]``); the markers share a target iff ``label`` is 1; and in the rendered image
-    both markers must be drawn at full brightness (they are the brightest objects in LRA's images).
+    Each target, drawn alone at ``scale`` x with its gaps bridged (half width margin + half a fine pixel),
+    must be one connected piece; each marker must sit on a tip of a target (the start of
+    ``targets[origin]``, the far end of ``targets[terminal]``); the markers share a target iff ``label``
+    is 1; and in the rendered image both markers must be drawn at full brightness (they are the
+    brightest objects in LRA's images).
     """
     problems = []
     for k, t in enumerate(g.targets):
