@@ -131,8 +131,11 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
     """
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
-    lines = [f"# {spec.table}: {spec.title}", "",
-             f"Paper: {PAPER_NAMES[spec.paper]}. Source of the expected values: {expected['source']}. "
+    lines = [f"# {spec.table}: {spec.title}", ""]
+    for tier in reversed(TIERS):  # what each run tier shows and does not show, before anything else
+        if spec.shown.get(tier) and loaded[tier]:
+            lines += [f"**What the {tier} tier shows:** {spec.shown[tier].strip()}", ""]
+    lines += [f"Paper: {PAPER_NAMES[spec.paper]}. Source of the expected values: {expected['source']}. "
              f"Spec: `{spec.path}`; expected values: `{expected_path(spec.id)}`.", ""]
     if spec.description:
         lines += [spec.description.strip(), ""]

@@ -2,6 +2,7 @@
 
     id, paper, table, title, groups, runner, make, plots, tiers: {smoke, budget, full}
     make: the Makefile target of a shipped table (optional: a table added outside the Makefile has none).
+    shown (optional): {tier: text}: what a run of that tier shows and does not show; the report prints it first
     include: a file (or list) of shared settings, deep-merged underneath this one.
 
 Each tier's mapping holds the framework keys ``device`` and ``seed``; the rest is the runner's config,
@@ -34,8 +35,9 @@ import yaml
 TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
 PAPERS = ("s4", "s4d")
-TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups", "runner", "make", "plots", "tiers"}
-REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots", "make"}
+TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups", "runner", "make", "plots", "tiers",
+            "shown"}
+REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots", "make", "shown"}
 FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
 DATA_VARIANTS = ("release", "suite")
 SUITE_DATA_KEYS = {"rows", "tasks", "note", "models"}
@@ -79,6 +81,7 @@ class Spec:
     resolved: dict = field(repr=False)
     description: str = ""
     overrides: list[str] = field(default_factory=list)  # ``run --set KEY=VALUE`` texts applied (runners/overrides.py)
+    shown: dict[str, str] = field(default_factory=dict)  # tier -> what a run of that tier shows / does not show
 
 
 def deep_merge(base: dict, top: dict) -> dict:
@@ -217,11 +220,15 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
         variant = raw.pop("suite_data", None)
         tiers[tier] = TierSpec(device, seed, build_config(entry.config, raw, where), dict(tiers_raw[tier] or {}),
                                None if variant is None else _suite_data(entry, raw, variant, f"{where}.suite_data"))
+    shown = doc.get("shown", {})
+    if not (isinstance(shown, dict) and set(shown) <= set(TIERS)
+            and all(isinstance(v, str) and v.strip() for v in shown.values())):
+        raise SpecError(f"{path}: key 'shown' must map tiers from {list(TIERS)} to non-empty text, got {shown!r}")
     if tiers["smoke"].device != "cpu":
         raise SpecError(f"{path}: tiers.smoke.device must be 'cpu' (the smoke tier runs in CI, which has no GPU)")
     return Spec(path=path, id=doc["id"], paper=doc["paper"], table=doc["table"], title=doc["title"],
                 groups=list(groups), runner=doc["runner"], make=doc.get("make"), plots=list(plots), tiers=tiers,
-                resolved=doc, description=doc.get("description", ""))
+                resolved=doc, description=doc.get("description", ""), shown=dict(shown))
 
 
 def _suite_data(entry: Any, raw: dict, variant: Any, where: str) -> SuiteData:
