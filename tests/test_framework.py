@@ -74,6 +74,9 @@ def test_include_merges_and_tiers_build_configs(project: Path) -> None:
     (lambda s: s["tiers"]["full"].update(device="tpu"), "tiers.full.device"),
     (lambda s: s.update(groups=["speech"]), "groups"),
     (lambda s: s.update(include="missing.yaml"), "file not found"),
+    (lambda s: s.update(shown={"medium": "x"}), "key 'shown' must map tiers"),
+    (lambda s: s.update(shown={"budget": " "}), "key 'shown' must map tiers"),
+    (lambda s: s.update(shown="all of it"), "key 'shown' must map tiers"),
 ])
 def test_bad_spec_names_file_and_key(project: Path, edit, message: str) -> None:
     path = project / "reproductions" / "toy.yaml"
@@ -111,6 +114,19 @@ def test_run_writes_new_results_and_check_and_report(project: Path, capsys: pyte
     text = (project / "tables" / "toy.md").read_text()
     assert "## Tier: full" in text and "FAIL" in text and "NOT-RUN: no results for this tier" in text
     assert "toy" in (project / "tables" / "README.md").read_text()
+
+
+def test_report_says_first_what_each_run_tier_shows(project: Path) -> None:
+    path = project / "reproductions" / "toy.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["shown"] = {"smoke": "Shown: the toy runs. Not shown: anything else.", "full": "The claim."}
+    path.write_text(yaml.safe_dump(spec))
+    run_spec(load_spec(path), "smoke", progress=False)
+    report_all(project / "tables")
+    lines = [line for line in (project / "tables" / "toy.md").read_text().splitlines() if line]
+    assert lines[0].startswith("# Table 0: toy")
+    assert lines[1] == "**What the smoke tier shows:** Shown: the toy runs. Not shown: anything else."
+    assert "The claim." not in lines[2]  # the full tier has no results: its text is not printed
 
 
 def test_cuda_tier_without_gpu_is_not_runnable(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
