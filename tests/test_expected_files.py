@@ -93,3 +93,41 @@ REJECTS = [
 def test_schema_errors_rejects(edit, expect: str) -> None:
     errs = schema_errors(_broken(edit), "t-1")
     assert any(expect in e for e in errs), errs
+
+
+# ------------------------------------------------------------------ the content: no check counted twice or by default
+
+
+def _orderings(doc: dict, tier: str):
+    for cell in doc["cells"]:
+        check = cell["checks"][tier]
+        if "ordering" in check:
+            (which, refs), = check["ordering"].items()
+            for ref in refs:
+                yield (cell["row"], cell["column"]), which, (ref["row"], ref["column"])
+
+
+@pytest.mark.parametrize("path", EXPECTED_FILES, ids=lambda p: p.stem)
+def test_no_ordering_is_written_from_both_sides(path: Path) -> None:
+    """A comparison is one check: 'A < B' on A and 'B > A' on B would count the same claim twice."""
+    doc = yaml.safe_load(path.read_text())
+    for tier in ("smoke", "budget", "full"):
+        seen = {(a, which, b) for a, which, b in _orderings(doc, tier)}
+        flip = {"less_than": "greater_than", "greater_than": "less_than"}
+        mirrored = sorted({tuple(sorted((a, b))) for a, which, b in seen if (b, flip[which], a) in seen})
+        assert not mirrored, f"{path.stem} [{tier}]: orderings written from both sides: {mirrored}"
+        selfref = [a for a, _, b in seen if a == b]
+        assert not selfref, f"{path.stem} [{tier}]: a cell ordered against itself: {selfref}"
+
+
+@pytest.mark.parametrize("path", EXPECTED_FILES, ids=lambda p: p.stem)
+def test_sanity_checks_say_why_and_context_rows_are_context(path: Path) -> None:
+    doc = yaml.safe_load(path.read_text())
+    for cell in doc["cells"]:
+        where = f"{path.stem}: ({cell['row']}, {cell['column']})"
+        for tier, check in cell["checks"].items():
+            if check.get("role") == "sanity":
+                assert "Sanity check" in (cell.get("note") or ""), f"{where} [{tier}]: a sanity check needs its reason " \
+                                                                   "in the cell's note"
+            assert not str(check.get("not_run", "")).startswith("context row"), \
+                f"{where} [{tier}]: prior work's number is `context: reason`, not not_run"
