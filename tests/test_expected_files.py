@@ -127,7 +127,7 @@ def test_sanity_checks_say_why_and_context_rows_are_context(path: Path) -> None:
         where = f"{path.stem}: ({cell['row']}, {cell['column']})"
         for tier, check in cell["checks"].items():
             if check.get("role") == "sanity":
-                assert "Sanity check" in (cell.get("note") or ""), f"{where} [{tier}]: a sanity check needs its reason " \
-                                                                   "in the cell's note"
+                assert "Sanity check" in (cell.get("note") or ""), \
+                    f"{where} [{tier}]: a sanity check needs its reason in the cell's note"
             assert not str(check.get("not_run", "")).startswith("context row"), \
                 f"{where} [{tier}]: prior work's number is `context: reason`, not not_run"
