@@ -6,9 +6,8 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .spec import TIERS, SpecError
+from .yamlio import load_yaml, non_finite
 
 EXPECTED_DIR = Path("expected")
 
@@ -219,13 +218,12 @@ def schema_errors(doc: Any, name: str) -> list[str]:
 
 def load_expected(path: Path) -> dict:
     """Load and validate one expected file; raise SpecError listing every problem with the file named."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
-    errs = schema_errors(doc, Path(path).stem)
+    doc = load_yaml(Path(path), SpecError)
+    bad = [f"{Path(path).stem}: {where}: inf or NaN is not allowed (paper values, bounds and tolerances are "
+           f"finite numbers)" for where in non_finite(doc)]
+    errs = bad or schema_errors(doc, Path(path).stem)
     if errs:
-        raise SpecError(f"{path}: invalid expected file:\n  " + "\n  ".join(errs))
+        raise SpecError(f"{path}: invalid expected file: " + "; ".join(errs))
     return doc
 
 

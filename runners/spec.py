@@ -24,13 +24,14 @@ configuration on a fresh draw of the data.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .yamlio import load_yaml, non_finite
 
 TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
@@ -42,6 +43,8 @@ FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
 DATA_VARIANTS = ("release", "suite")
 SUITE_DATA_KEYS = {"rows", "tasks", "note", "models"}
 SPEC_DIR = Path("reproductions")
+#: a spec id: the results/, runs/ and tables/ names are built from it, so it is a plain name (no '/', no '..')
+ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
 class SpecError(ValueError):
@@ -92,15 +95,29 @@ def deep_merge(base: dict, top: dict) -> dict:
 
 
 def _read_yaml(path: Path) -> dict:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError as exc:
-        raise SpecError(f"{path}: file not found") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    doc = load_yaml(path, SpecError)
     if not isinstance(doc, dict):
         raise SpecError(f"{path}: top level must be a mapping")
+    bad = list(non_finite(doc))
+    if bad:
+        raise SpecError(f"{path}: key '{bad[0]}' is inf or NaN; a spec's numbers must be finite")
     return doc
+
+
+def id_matches_file(spec_id: str, path: Path) -> bool:
+    """The repository's naming: reproductions/s4d_table2.yaml holds id s4d-table-2 (ignore '_' and '-')."""
+    return spec_id.replace("-", "") == path.stem.replace("_", "")
+
+
+def check_id(spec_id: Any, path: Path) -> None:
+    """A spec id is a plain name that matches its file name; raise SpecError otherwise."""
+    if not isinstance(spec_id, str) or not ID_PATTERN.fullmatch(spec_id):
+        raise SpecError(f"{path}: key 'id' is {spec_id!r}; allowed: lower-case letters, digits and '-', starting "
+                        f"with a letter or digit (it names the results/, runs/ and tables/ entries)")
+    if not id_matches_file(spec_id, path):
+        raise SpecError(f"{path}: key 'id' is {spec_id!r}, which does not match the file name {path.name!r} (the "
+                        f"id with '-' removed must equal the file name's stem with '_' removed, e.g. s4d-table-2 in "
+                        f"s4d_table2.yaml)")
 
 
 def resolve_includes(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
@@ -187,6 +204,7 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
     for key in ("id", "table", "title", "runner", "make"):
         if key in doc and (not isinstance(doc[key], str) or not doc[key].strip()):
             raise SpecError(f"{path}: key '{key}' must be a non-empty string, got {doc[key]!r}")
+    check_id(doc["id"], path)
     if doc["paper"] not in PAPERS:
         raise SpecError(f"{path}: key 'paper' is {doc['paper']!r}; allowed: {', '.join(PAPERS)}")
     groups = doc["groups"]
@@ -274,18 +292,27 @@ def spec_paths(root: Path | None = None) -> list[Path]:
     return sorted(p for p in (root or SPEC_DIR).glob("*.yaml") if not p.name.startswith("_"))
 
 
+class NoSuchSpec(SpecError):
+    """No spec file or spec id of this name."""
+
+
 def find_spec(name: str, root: Path | None = None) -> Path:
-    """A spec path from a path, a file name, or a spec id."""
+    """A spec path from a path, a file name, or a spec id. A spec file that cannot be read raises its own error
+    when it is the one named (its file name matches); an unknown name raises :class:`NoSuchSpec`."""
     p = Path(name)
-    if p.suffix == ".yaml" and p.exists():
+    if p.suffix == ".yaml":
+        if not p.exists():
+            raise NoSuchSpec(f"{p}: file not found")
         return p
+    ids: list[str] = []
     for path in spec_paths(root):
-        if path.stem == name or path.stem == name.replace("-", "_"):
+        if path.stem == name or id_matches_file(name, path):
             return path
         try:
-            if resolve_includes(path).get("id") == name:
-                return path
+            spec_id = resolve_includes(path).get("id")
         except SpecError:
-            continue
-    known = ", ".join(resolve_includes(p).get("id", p.stem) for p in spec_paths(root))
-    raise SpecError(f"no spec named {name!r} under {root or SPEC_DIR}; known: {known}")
+            spec_id = None
+        if spec_id == name:
+            return path
+        ids.append(spec_id if isinstance(spec_id, str) else path.stem)
+    raise NoSuchSpec(f"no spec named {name!r} under {root or SPEC_DIR}; known: {', '.join(ids)}")
