@@ -31,6 +31,7 @@ from .selection import cell_name, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
 from .textfmt import column_label, fmt, paper_text
 from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
+from .validate import check_spec, validate_all
 
 EXIT_FAIL, EXIT_NOT_RUNNABLE, EXIT_BAD_SPEC = 1, 3, 2  # EXIT_PAUSED (4): stopped at --stop-after-minutes
 
@@ -40,21 +41,18 @@ def _specs(names: list[str]) -> list:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Every named spec is loaded and checked against its expected file before the first one runs: a spec error
+    is printed (one line, naming the file and key) and exits 2 without running anything."""
     check_logs(args.log)
     status = 0
     specs = []
     if (args.cells or args.data != "release" or args.gpus or args.unit) and len(args.spec) != 1:
         raise SpecError("--cells, --data, --gpus and --unit apply to one spec: name exactly one")
     for name in args.spec or [str(p) for p in spec_paths()]:
-        try:
-            specs.append(load_spec(find_spec(name)))
-        except SpecError:
-            if not expected_path(name).exists():
-                raise
-            print(f"NOT-RUN: {name}: no spec / runner for this table yet; the paper's values are in "
-                  f"{expected_path(name)} and its report lists every cell as NOT-RUN", file=sys.stderr)
-            status = EXIT_NOT_RUNNABLE
+        specs.append(load_spec(find_spec(name)))
     specs = [with_settings(spec, args) for spec in specs]
+    for spec in specs:
+        check_spec(spec, tiers=(args.tier,))
     if args.show_config or args.dry_run:
         return show_plan(specs, args) or status
     deadline = time.time() + 60.0 * args.stop_after_minutes if args.stop_after_minutes is not None else None
@@ -71,7 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             path = run_spec(spec, args.tier, progress=not args.no_progress, cells=args.cells, data=args.data,
                             deadline=deadline, write_result=not args.train_only, units=unit,
-                            results_root=args.output, logs=args.log)
+                            results_root=args.output, logs=args.log,
+                            restart=args.restart)
         except NotRunnable as exc:
             print(f"NOT-RUN: {exc}", file=sys.stderr)
             status = status or EXIT_NOT_RUNNABLE
@@ -82,6 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             status = status or EXIT_PAUSED
             continue
         print(f"{spec.id} [{args.tier}]: " + (f"wrote {path}" if path else "trained (--train-only: no results file)"))
+        for problem in (load_result(path).get("problems", []) if path else []):
+            print(f"{spec.id} [{args.tier}]: {problem}", file=sys.stderr)
     return status
 
 
@@ -246,14 +247,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Load every spec and expected file; every spec must have an expected file and vice versa."""
-    ids = {load_spec(p).id for p in spec_paths()}
-    for eid in sorted(p.stem for p in Path("expected").glob("*.yaml")):
-        load_expected(expected_path(eid))
-    missing = sorted(i for i in ids if not expected_path(i).exists())
-    if missing:
-        raise SpecError(f"spec(s) without an expected file: {missing} (create expected/<id>.yaml)")
-    print(f"{len(ids)} specs and their expected files are valid")
+    """Load every spec and expected file: keys, types and ranges; every spec has an expected file and vice versa;
+    ids are unique; every checked cell is one its spec can produce. Every problem is printed, one line each."""
+    problems, n_specs = validate_all()
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return EXIT_BAD_SPEC
+    print(f"{n_specs} specs and their expected files are valid")
     return 0
 
 
@@ -312,6 +313,10 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
                    help="train the selected cells (checkpoints under runs/) without writing a results file")
     p.add_argument("--unit", help=argparse.SUPPRESS)  # ROW|TASK: the one training cell of a --gpus child
     add_run_options(p)
+    p.add_argument("--restart", action="store_true",
+                   help="delete what the selected cells left under runs/ (checkpoints, metrics; prepared data is kept) "
+                        "before running, so they start over (needed after a spec edit that a checkpoint does not "
+                        "match)")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="judge every results file of each tier against expected/; exit 1 on FAIL or "
                                      "on a known_fail cell that passes")

@@ -4,8 +4,11 @@ A runner is registered with the dataclass that describes its config; the spec lo
 that dataclass from the tier's YAML mapping and reports unknown keys or wrong types with the
 file and key (see :mod:`runners.config`).
 
-    @register("analytic.theorem3", config=Theorem3Config, kind="analytic")
+    @register("analytic.theorem3", config=Theorem3Config, kind="analytic", cells=theorem3_cells)
     def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput: ...
+
+``cells`` (optional) maps a config to the (row, column) cells the runner can produce with it, so that
+``runners validate`` finds expected cells a spec can never produce before anything runs.
 """
 from __future__ import annotations
 
@@ -107,6 +110,12 @@ class RunOutput:
     cells: list[Cell]
     series: dict[str, Any] = field(default_factory=dict)  # JSON-able data for plots and curves
     notes: list[str] = field(default_factory=list)
+    #: one line each: what kept cells from running (a data loader's error); printed and shown in the report
+    problems: list[str] = field(default_factory=list)
+
+
+#: a config -> every (row, column) the runner can produce with it
+CellsFn = Callable[[Any], set[tuple[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,7 @@ class RunnerEntry:
     kind: str
     config: type
     fn: Callable[[Any, RunContext], RunOutput]
+    cells: CellsFn | None = None  # None: the runner cannot tell its cells before it runs
 
 
 RUNNERS: dict[str, RunnerEntry] = {}
@@ -128,7 +138,7 @@ RUNNER_MODULES = (
 )
 
 
-def register(name: str, *, config: type, kind: str) -> Callable:
+def register(name: str, *, config: type, kind: str, cells: CellsFn | None = None) -> Callable:
     if kind not in RUNNER_KINDS:
         raise ValueError(f"runner {name!r}: kind {kind!r} not in {RUNNER_KINDS}")
     if not dataclasses.is_dataclass(config):
@@ -137,7 +147,7 @@ def register(name: str, *, config: type, kind: str) -> Callable:
     def wrap(fn: Callable[[Any, RunContext], RunOutput]) -> Callable[[Any, RunContext], RunOutput]:
         if name in RUNNERS:
             raise ValueError(f"runner {name!r} registered twice")
-        RUNNERS[name] = RunnerEntry(name, kind, config, fn)
+        RUNNERS[name] = RunnerEntry(name, kind, config, fn, cells)
         return fn
 
     return wrap

@@ -24,6 +24,7 @@ from ssm_core.inits import s4d_inv, s4d_inv2, s4d_legs, s4d_lin, s4d_quad
 
 from ..plots import register_plot
 from ..registry import Cell, RunContext, RunOutput, register
+from ..schema import MAX_STATE, check_int, check_ints
 from .basis import to_json
 
 #: Conjecture 5's constant (S4D Section 4: "c ~ 0.5236").
@@ -37,11 +38,8 @@ class Conjecture5Config:
     plot_state_size: int = 64  # N of the Fig. 3 plot
 
     def __post_init__(self) -> None:
-        for n in [*self.state_sizes, self.plot_state_size]:
-            if n < 4 or n % 2:
-                raise ValueError(f"state sizes must be even integers >= 4, got {n}")
-        if not self.state_sizes or sorted(set(self.state_sizes)) != list(self.state_sizes):
-            raise ValueError(f"state_sizes must be non-empty and strictly increasing, got {self.state_sizes}")
+        check_ints("state_sizes", self.state_sizes, 4, MAX_STATE, even=True, increasing=True)
+        check_int("plot_state_size", self.plot_state_size, 4, MAX_STATE, even=True)
 
 
 def log_distance(im: np.ndarray, law: np.ndarray) -> float:
@@ -50,7 +48,13 @@ def log_distance(im: np.ndarray, law: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.log(im[keep] / law[keep]) ** 2)))
 
 
-@register("analytic.conjecture5", config=Conjecture5Config, kind="analytic")
+def conjecture5_cells(cfg: Conjecture5Config) -> set[tuple[str, str]]:
+    rows = ("Im(A)_0 - N^2/pi", "|Im(A)_0 - N^2/pi|", "top rel. error", "max |Re(A) + 1/2|",
+            *(f"log dist. {name}" for name in LAWS))
+    return {(r, f"N={n}") for r in rows for n in cfg.state_sizes}
+
+
+@register("analytic.conjecture5", config=Conjecture5Config, kind="analytic", cells=conjecture5_cells)
 def run_conjecture5(cfg: Conjecture5Config, ctx: RunContext) -> RunOutput:
     cells, offsets, ratios = [], [], {}
     for n in cfg.state_sizes:

@@ -18,6 +18,7 @@ from ssm_core.hippo import hippo_legs
 
 from ..plots import register_plot
 from ..registry import Cell, RunContext, RunOutput, register
+from ..schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
 from .basis import dense_basis, thin, to_json, uniform_grid
 
 
@@ -32,8 +33,14 @@ class Figure4Config:
     plot_points: int = 400
 
     def __post_init__(self) -> None:
-        if self.state_size < 1 or self.n_draws < 1:
-            raise ValueError(f"state_size and n_draws must be >= 1, got {self.state_size}, {self.n_draws}")
+        check_int("state_size", self.state_size, 1, MAX_STATE)
+        check_int("n_draws", self.n_draws, 1, 10_000)
+        check_num("t_max", self.t_max, 0, 1e4, lo_open=True)
+        check_int("grid", self.grid, 2, MAX_GRID)
+        check_int("plot_points", self.plot_points, 2, MAX_GRID)
+        check_ints("plot_basis", self.plot_basis, 0, nonempty=False)
+        for i, sigma in enumerate(self.sigmas):
+            check_num(f"sigmas[{i}]", sigma, 0)
         if not self.sigmas or self.sigmas[0] != 0 or sorted(set(self.sigmas)) != list(self.sigmas):
             raise ValueError(f"sigmas must be increasing and start at 0 (the unperturbed reference), got {self.sigmas}")
         if any(not 0 <= n < self.state_size for n in self.plot_basis):
@@ -49,7 +56,12 @@ def median(x: np.ndarray) -> float:
     return float(np.quantile(x, 0.5, method="lower"))
 
 
-@register("analytic.figure4", config=Figure4Config, kind="analytic")
+def figure4_cells(cfg: Figure4Config) -> set[tuple[str, str]]:
+    return ({(r, col(s)) for r in ("log10 max |K|", "max Re eig") for s in cfg.sigmas}
+            | {("deviation", col(s)) for s in cfg.sigmas if s > 0})
+
+
+@register("analytic.figure4", config=Figure4Config, kind="analytic", cells=figure4_cells)
 def run_figure4(cfg: Figure4Config, ctx: RunContext) -> RunOutput:
     rng = np.random.default_rng(ctx.seed)
     cells: list[Cell] = []

@@ -22,6 +22,7 @@ from ssm_core.kernels import DiagKernel, DPLRKernel, dense_kernel
 from ssm_core.kernels.params import as_complex, real_part
 
 from ..registry import Cell, RunContext, RunOutput, register
+from ..schema import MAX_STATE, MAX_WIDTH, check_choices, check_int, check_num
 
 S4_NAMES = {"legs": "S4-LegS", "legt": "S4-LegT", "fout": "S4-FouT"}
 S4D_NAMES = {"legs": "S4D-LegS", "inv": "S4D-Inv", "lin": "S4D-Lin", "inv2": "S4D-Inv2", "quad": "S4D-Quad",
@@ -42,6 +43,15 @@ class Proposition1Config:
     discretizations: list[str] = field(default_factory=lambda: ["bilinear", "zoh"])
 
     def __post_init__(self) -> None:
+        check_int("state_size", self.state_size, 2, MAX_STATE, even=True)
+        check_int("length", self.length, 1, 1 << 16)  # the dense reference takes L matrix powers
+        check_int("d_model", self.d_model, 1, MAX_WIDTH)
+        check_int("channels", self.channels, 1, 64)
+        check_num("dt_min", self.dt_min, 0, lo_open=True)
+        check_num("dt_max", self.dt_max, self.dt_min)
+        check_choices("dplr_inits", self.dplr_inits, [m for m in MEASURES if m in S4_NAMES], nonempty=False)
+        check_choices("diag_inits", self.diag_inits, [i for i in DIAGONAL_INITS if i in S4D_NAMES], nonempty=False)
+        check_choices("discretizations", self.discretizations, list(COLUMNS), nonempty=False)
         bad = [m for m in self.dplr_inits if m not in MEASURES]
         bad += [i for i in self.diag_inits if i not in DIAGONAL_INITS]
         if bad:
@@ -100,7 +110,12 @@ def hippo_dense_parts(kern: DPLRKernel, measure: str, shift: float) -> tuple[Ten
     return a, b, c_orig, torch.exp(kern.log_dt)
 
 
-@register("analytic.proposition1", config=Proposition1Config, kind="analytic")
+def proposition1_cells(cfg: Proposition1Config) -> set[tuple[str, str]]:
+    return ({(S4_NAMES[m], c) for m in cfg.dplr_inits for c in ("bilinear", "bilinear, HiPPO A")}
+            | {(S4D_NAMES[i], COLUMNS[d]) for i in cfg.diag_inits for d in cfg.discretizations})
+
+
+@register("analytic.proposition1", config=Proposition1Config, kind="analytic", cells=proposition1_cells)
 def run_proposition1(cfg: Proposition1Config, ctx: RunContext) -> RunOutput:
     common = {"d_model": cfg.d_model, "d_state": cfg.state_size, "channels": cfg.channels, "dt_min": cfg.dt_min,
               "dt_max": cfg.dt_max, "backend": "torch"}

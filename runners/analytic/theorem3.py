@@ -26,6 +26,7 @@ from ssm_core.hippo import hippo_legs
 
 from ..plots import register_plot
 from ..registry import Cell, RunContext, RunOutput, register
+from ..schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
 from .basis import (
     dense_basis_integral,
     dense_discrete,
@@ -53,10 +54,17 @@ class Theorem3Config:
     plot_points: int = 1000  # at most this many time points per curve in the results JSON
 
     def __post_init__(self) -> None:
-        if not self.state_sizes or any(n < 2 or n % 2 for n in self.state_sizes):
-            raise ValueError(f"state_sizes must be even integers >= 2, got {self.state_sizes}")
-        if sorted(set(self.state_sizes)) != list(self.state_sizes):
-            raise ValueError(f"state_sizes must be strictly increasing, got {self.state_sizes}")
+        check_ints("state_sizes", self.state_sizes, 2, MAX_STATE, even=True, increasing=True)
+        check_num("t_max", self.t_max, 0, 1e4, lo_open=True)
+        check_int("grid", self.grid, 2, MAX_GRID)
+        check_int("n_basis", self.n_basis, 1)
+        check_num("t_min", self.t_min, 0)
+        check_num("dt", self.dt, 0, lo_open=True)
+        check_int("plot_points", self.plot_points, 2, MAX_GRID)
+        check_ints("plot_basis", self.plot_basis, 0, nonempty=False)
+        if self.t_max / self.dt > MAX_GRID:
+            raise ValueError(f"dt: {self.dt!r} not allowed; t_max / dt (the discrete kernels' length) must be <= "
+                             f"{MAX_GRID}")
         if not 1 <= self.n_basis <= self.state_sizes[0]:
             raise ValueError(f"n_basis must be in [1, min(state_sizes)={self.state_sizes[0]}], got {self.n_basis}")
         if any(not 0 <= n < self.n_basis for n in self.plot_basis):
@@ -70,7 +78,12 @@ def col(n: int) -> str:
     return f"N={n}"
 
 
-@register("analytic.theorem3", config=Theorem3Config, kind="analytic")
+def theorem3_cells(cfg: Theorem3Config) -> set[tuple[str, str]]:
+    rows = ("weak error", "sup error", "bilinear error", "ZOH error")
+    return {(r, col(n)) for r in rows for n in cfg.state_sizes} | {("weak error", "log-log slope")}
+
+
+@register("analytic.theorem3", config=Theorem3Config, kind="analytic", cells=theorem3_cells)
 def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput:
     m = cfg.n_basis
     ts = uniform_grid(cfg.t_max, cfg.grid)  # (G,)

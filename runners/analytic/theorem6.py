@@ -14,6 +14,7 @@ from ssm_core.hippo import hippo_legs
 
 from ..plots import register_plot
 from ..registry import Cell, RunContext, RunOutput, register
+from ..schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
 from .basis import dense_basis, legendre_formula, rel_max_error, thin, to_json, uniform_grid
 
 
@@ -26,13 +27,20 @@ class Theorem6Config:
     plot_points: int = 400
 
     def __post_init__(self) -> None:
-        if not self.state_sizes or any(n < 1 for n in self.state_sizes):
-            raise ValueError(f"state_sizes must be positive integers, got {self.state_sizes}")
+        check_ints("state_sizes", self.state_sizes, 1, MAX_STATE)
+        check_num("t_max", self.t_max, 0, 1e4, lo_open=True)
+        check_int("grid", self.grid, 2, MAX_GRID)
+        check_int("plot_points", self.plot_points, 2, MAX_GRID)
+        check_ints("plot_basis", self.plot_basis, 0, nonempty=False)
         if any(not 0 <= n < min(self.state_sizes) for n in self.plot_basis):
             raise ValueError(f"plot_basis entries must be in [0, min(state_sizes)), got {self.plot_basis}")
 
 
-@register("analytic.theorem6", config=Theorem6Config, kind="analytic")
+def theorem6_cells(cfg: Theorem6Config) -> set[tuple[str, str]]:
+    return {("max error", f"N={n}") for n in cfg.state_sizes}
+
+
+@register("analytic.theorem6", config=Theorem6Config, kind="analytic", cells=theorem6_cells)
 def run_theorem6(cfg: Theorem6Config, ctx: RunContext) -> RunOutput:
     ts = uniform_grid(cfg.t_max, cfg.grid)
     cells, errors = [], []

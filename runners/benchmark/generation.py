@@ -24,6 +24,8 @@ import torch
 from ssm_core import SequenceModel
 from ssm_core.baselines import TransformerModel
 
+from ..model_schema import check_layer, check_vocab
+from ..schema import MAX_LENGTH, MAX_WIDTH, check_int, check_num
 from ..registry import Cell, RunContext, RunOutput, register
 from .common import (
     cuda_memory_limit,
@@ -85,9 +87,17 @@ def parse_setting(raw: Any, where: str) -> GenerationSetting:
             raise ValueError(f"{where}.{key}: expected {tp}, got {val!r}")
     if raw["unit"] not in UNITS:
         raise ValueError(f"{where}.unit: {raw['unit']!r} not allowed; choose one of {list(UNITS)}")
-    for key in ("length", "vocab_size", "d_model", "n_layers", "n_heads", "max_batch"):
-        if raw[key] < 1:
-            raise ValueError(f"{where}.{key}: must be >= 1, got {raw[key]}")
+    check_int(f"{where}.length", raw["length"], 1, MAX_LENGTH)
+    check_vocab(f"{where}.vocab_size", raw["vocab_size"])
+    check_int(f"{where}.d_model", raw["d_model"], 1, MAX_WIDTH)
+    check_int(f"{where}.n_layers", raw["n_layers"], 1, 1024)
+    check_int(f"{where}.n_heads", raw["n_heads"], 1, 1024)
+    check_int(f"{where}.max_batch", raw["max_batch"], 1, 1 << 20)
+    check_int(f"{where}.ffn_dim", raw["ffn_dim"], 0, 1 << 18)
+    if raw["memory_limit_gib"] is not None:
+        check_num(f"{where}.memory_limit_gib", raw["memory_limit_gib"], 0, lo_open=True)
+    if not isinstance(raw["name"], str) or not raw["name"].strip():
+        raise ValueError(f"{where}.name: {raw['name']!r} not allowed; expected a non-empty string")
     if raw["d_model"] % raw["n_heads"]:
         raise ValueError(f"{where}: d_model={raw['d_model']} must be divisible by n_heads={raw['n_heads']}")
     if raw["ffn_dim"] < 0:
@@ -122,8 +132,10 @@ class GenerationConfig:
         for key in ("s4_layer", "s4d_layer"):
             if "d_model" in getattr(self, key):
                 raise ValueError(f"{key}.d_model is set by the runner (from the setting's d_model)")
-        if self.refine_steps < 0 or self.warmup_steps < 0:
-            raise ValueError("refine_steps and warmup_steps must be >= 0")
+        check_int("refine_steps", self.refine_steps, 0, 64)
+        check_int("warmup_steps", self.warmup_steps, 0, 10_000)
+        check_layer("s4_layer", self.s4_layer, exclude={"d_model"})
+        check_layer("s4d_layer", self.s4d_layer, exclude={"d_model"})
 
     @property
     def parsed_settings(self) -> list[GenerationSetting]:
@@ -256,7 +268,12 @@ def _measure(name: str, cfg: GenerationConfig, s: GenerationSetting, ctx: RunCon
     return out
 
 
-@register("benchmark.generation", config=GenerationConfig, kind="benchmark")
+def generation_cells(cfg: GenerationConfig) -> set[tuple[str, str]]:
+    return {(m, col) for s in cfg.parsed_settings for m in cfg.models
+            for col in (s.throughput_column, s.speedup_column, s.state_column)}
+
+
+@register("benchmark.generation", config=GenerationConfig, kind="benchmark", cells=generation_cells)
 def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
     """Cells: per setting, '<Images|Tokens>/s (<name>)', 'Speedup (<name>)', 'State KB/seq (<name>)' per row."""
     cells: list[Cell] = []

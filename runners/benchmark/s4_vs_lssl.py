@@ -16,6 +16,8 @@ import torch
 from ssm_core import SSMLayer
 from ssm_core.baselines import LSSL
 
+from ..model_schema import check_layer, check_lssl
+from ..schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
 from ..registry import Cell, RunContext, RunOutput, register
 from .common import cuda_memory_limit, float32_matmul, fmt, measure_training_step, ratio
 
@@ -35,6 +37,17 @@ class S4VsLSSLConfig:
     memory_limit_gib: float | None = None
 
     def __post_init__(self) -> None:
+        check_ints("dims", self.dims, 1, MAX_WIDTH)
+        check_int("dim_divisor", self.dim_divisor, 1, MAX_WIDTH)
+        check_int("batch", self.batch, 1, 1 << 16)
+        check_int("length", self.length, 1, MAX_LENGTH)
+        check_num("s4_state_fraction", self.s4_state_fraction, 0, 16, lo_open=True)
+        check_int("warmup", self.warmup, 0, 10_000)
+        check_int("reps", self.reps, 1, 10_000)
+        if self.memory_limit_gib is not None:
+            check_num("memory_limit_gib", self.memory_limit_gib, 0, lo_open=True)
+        check_layer("s4_layer", self.s4_layer, exclude={"d_model", "d_state", "transposed"})
+        check_lssl("lssl", self.lssl)
         if not self.dims or any(h < 1 for h in self.dims):
             raise ValueError(f"dims must be a non-empty list of positive integers, got {self.dims}")
         if self.dim_divisor < 1 or any(h % self.dim_divisor for h in self.dims):
@@ -73,7 +86,12 @@ def _layer_step(make: Callable[[], torch.nn.Module], cfg: S4VsLSSLConfig, h: int
     return build
 
 
-@register("benchmark.s4_vs_lssl", config=S4VsLSSLConfig, kind="benchmark")
+def s4_vs_lssl_cells(cfg: S4VsLSSLConfig) -> set[tuple[str, str]]:
+    return {(row, f"{what} H={h}") for row in ("LSSL", "S4", "Ratio") for what in ("Step ms", "Memory MB")
+            for h in cfg.dims}
+
+
+@register("benchmark.s4_vs_lssl", config=S4VsLSSLConfig, kind="benchmark", cells=s4_vs_lssl_cells)
 def run_s4_vs_lssl(cfg: S4VsLSSLConfig, ctx: RunContext) -> RunOutput:
     """S4 Table 2 cells: 'Step ms H=..', 'Memory MB H=..' (in MiB, as the paper's MB) for rows LSSL, S4, Ratio."""
     cells: list[Cell] = []

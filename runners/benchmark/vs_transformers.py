@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from ssm_core import SequenceModel
 from ssm_core.baselines import TransformerModel
 
+from ..model_schema import check_layer, check_vocab
+from ..schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
 from ..registry import Cell, RunContext, RunOutput, register
 from .common import cuda_memory_limit, float32_matmul, fmt, measure_training_step, ratio
 
@@ -55,6 +57,23 @@ class VsTransformersConfig:
     memory_limit_gib: float | None = None
 
     def __post_init__(self) -> None:
+        check_ints("lengths", self.lengths, 1, MAX_LENGTH)
+        check_int("length_divisor", self.length_divisor, 1, MAX_LENGTH)
+        check_int("batch", self.batch, 1, 1 << 16)
+        check_int("d_model", self.d_model, 1, MAX_WIDTH)
+        check_int("n_layers", self.n_layers, 1, 1024)
+        check_int("n_heads", self.n_heads, 1, 1024)
+        check_int("qkv_dim", self.qkv_dim, 1, MAX_WIDTH)
+        check_int("ffn_dim", self.ffn_dim, 0, 1 << 18)
+        check_vocab("vocab_size", self.vocab_size)
+        check_int("n_classes", self.n_classes, 2, 1 << 16)
+        if self.performer_features is not None:
+            check_int("performer_features", self.performer_features, 1, 1 << 16)
+        check_int("warmup", self.warmup, 0, 10_000)
+        check_int("reps", self.reps, 1, 10_000)
+        if self.memory_limit_gib is not None:
+            check_num("memory_limit_gib", self.memory_limit_gib, 0, lo_open=True)
+        check_layer("s4_layer", self.s4_layer, exclude={"d_model"})
         if not self.lengths or any(n < 1 for n in self.lengths):
             raise ValueError(f"lengths must be a non-empty list of positive integers, got {self.lengths}")
         if self.length_divisor < 1 or any(n % self.length_divisor for n in self.lengths):
@@ -99,7 +118,12 @@ def _classifier_step(name: str, cfg: VsTransformersConfig, length: int, device: 
     return build
 
 
-@register("benchmark.vs_transformers", config=VsTransformersConfig, kind="benchmark")
+def vs_transformers_cells(cfg: VsTransformersConfig) -> set[tuple[str, str]]:
+    return ({(m, f"{what} L={n}") for m in cfg.models for what in ("Speed", "Mem.") for n in cfg.lengths}
+            | {(m, "Params") for m in cfg.models})
+
+
+@register("benchmark.vs_transformers", config=VsTransformersConfig, kind="benchmark", cells=vs_transformers_cells)
 def run_vs_transformers(cfg: VsTransformersConfig, ctx: RunContext) -> RunOutput:
     """S4 Table 3 cells: 'Speed L=..', 'Mem. L=..' per model (ratios to the Transformer), and 'Params'."""
     cells: list[Cell] = []

@@ -46,7 +46,9 @@ from ..benchmark.common import free_memory
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATORS, LOADERS, PREPARERS
 from ..lockfile import exclusive
+from ..model_schema import check_sequence_model, check_transformer
 from ..registry import Cell, Paused, RunContext, RunOutput, register
+from ..spec import SpecError
 from ..spec import deep_merge
 from .config import TrainConfig
 from .derived import check_derived, picked_cells, post_process, runs_task
@@ -106,10 +108,27 @@ class TrainTableConfig:
             if len(pair) != 2 or pair[0] not in self.models or (pair[1] not in self.tasks
                                                                 and pair[1] not in extra_columns):
                 raise ValueError(f"skip[{i}]: {pair!r} is not a [row, column] of this config")
-        # every cell's TrainConfig must be valid before anything trains
+        for key, kwargs in self.model_defaults.items():
+            if key not in ARCHS:
+                raise ValueError(f"model_defaults.{key}: not an architecture; allowed: {list(ARCHS)}")
+        for col, t in self.tasks.items():
+            unknown = sorted(set(t.get("model", {})) - set(ARCHS))
+            if unknown:
+                raise ValueError(f"tasks.{col}.model: unknown key(s) {unknown}; allowed: {list(ARCHS)}")
+        # every cell's model settings and TrainConfig must be valid before anything trains
         for row in self.models:
             for col in self.tasks:
+                arch = self.models[row]["arch"]
+                check = check_sequence_model if arch == "ssm" else check_transformer
+                check(f"models.{row}.model (with model_defaults.{arch} and tasks.{col}.model.{arch})",
+                      self.cell_model(row, col))
                 TrainConfig.from_dict(self.cell_train(row, col), where=f"train config of cell ({row}, {col})")
+
+    def cell_model(self, row: str, col: str) -> dict:
+        """The model settings of one cell: the architecture's defaults, then the task's, then the row's."""
+        arch = self.models[row]["arch"]
+        return deep_merge(deep_merge(self.model_defaults.get(arch, {}), self.tasks[col].get("model", {}).get(arch, {})),
+                          self.models[row].get("model", {}))
 
     def cell_train(self, row: str, col: str) -> dict:
         """The train settings of one cell: the table's, then the task's, then the row's (later ones win)."""
@@ -178,8 +197,8 @@ def prepare_data(col: str, task: dict, ctx: RunContext) -> Path:
             PREPARERS[prep["preparer"]](root, **args, **extra)
             done.write_text(repr(sorted(args.items())))
         elif done.read_text() != repr(sorted(args.items())):
-            raise ValueError(f"{root} holds data prepared with other arguments ({done.read_text()}); delete it to "
-                             f"regenerate with {sorted(args.items())}")
+            raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments "
+                            f"({done.read_text()}); delete that folder to regenerate it with {sorted(args.items())}")
     return root
 
 
@@ -236,9 +255,27 @@ def metric_cells(row: str, col: str, metrics: list[str], task: TaskData, result:
     return cells
 
 
-@register("train.table", config=TrainTableConfig, kind="train")
+def table_cells(cfg: TrainTableConfig) -> set[tuple[str, str]]:
+    """Every (row, column) the config can produce: the cells of every (row, task) it trains, less skipped ones."""
+    skip = {tuple(p) for p in cfg.skip}
+    cells = {cell for unit in units_to_train(cfg, None) for cell in unit_cells(cfg, *unit)}
+    return {c for c in cells if (tuple(reversed(c)) if cfg.transpose else c) not in skip}
+
+
+def check_batch_sizes(cfg: TrainTableConfig, col: str, rows: list[str], task: TaskData, root: Path) -> None:
+    """Raise SpecError (one line) when a cell's batch is larger than its task's training set."""
+    n_train = len(task.train)
+    for row in rows:
+        batch = cfg.cell_train(row, col).get("batch_size")
+        if isinstance(batch, int) and batch > n_train:
+            raise SpecError(f"batch_size: {batch} for cell ({row}, {col}) is larger than the training set of task "
+                            f"{col!r} ({n_train} examples under {root}); allowed: "
+                            f"<= {n_train}")
+
+
+@register("train.table", config=TrainTableConfig, kind="train", cells=table_cells)
 def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
-    cells, series, notes = [], {}, []
+    cells, series, notes, problems = [], {}, [], []
     skip = {tuple(p) for p in cfg.skip}
     units = units_to_train(cfg, ctx.selected, ctx.units)
     paused = []
@@ -254,12 +291,14 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
                                                                                ev.loader_args))) for ev in extras]
         except DatasetError as exc:
+            problems.append(f"{col}: NOT-RUN, data missing or unreadable: {' '.join(str(exc).split())}")
             notes.append(f"{col}: NOT-RUN, data missing: {exc}")
             cells += [Cell(row, ev.column, None, note=str(exc)) for row in rows for ev in extras
                       if (row, ev.column) not in skip]
             cells += [c for row in rows for c in picked_cells(row, picks, False, fill=None, note=str(exc))] if picks \
                 else [Cell(row, column_name(col, m, cfg.metrics), None, note=str(exc)) for row in rows for m in cfg.metrics]
             continue
+        check_batch_sizes(cfg, col, rows, task, root)
         source = task_cfg.get("prepare", {}).get("preparer")
         notes.append(f"{col}: data " + (f"made by the suite ('{source}'" + (", LRA's procedure)" if source in
                      GENERATORS else ", a stand-in, not the paper's data)") if source else f"from {root}")
@@ -272,8 +311,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             ctx.cell_started(f"{row} / {col}", cells)
             row_cfg = cfg.models[row]
             arch = row_cfg["arch"]
-            model_kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}),
-                                                   task_cfg.get("model", {}).get(arch, {})), row_cfg.get("model", {}))
+            model_kwargs = cfg.cell_model(row, col)
             train_dict = cfg.cell_train(row, col)
             train_dict.setdefault("seed", ctx.seed)  # the run's seed unless the spec gives the cell one
             train_cfg = TrainConfig.from_dict(train_dict)
@@ -326,4 +364,5 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             ctx.cell_finished(f"{row} / {col}", cells)
     if paused:
         raise Paused(paused)
-    return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes)
+    return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes,
+                     problems=problems)

@@ -1,0 +1,80 @@
+"""Checks of the specs and expected files together, before anything runs (``runners validate``, start of ``run``).
+
+Per spec: it loads (runners/spec.py: keys, types, ranges of the runner's config), its expected file exists and
+loads (runners/expected.py), and every expected cell that a tier checks is a cell that tier's config can
+produce (for runners that can tell their cells from the config: the ``cells`` hook of runners/registry.py).
+Over all specs: ids are unique, and every expected file belongs to a spec.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import registry
+from .expected import EXPECTED_DIR, expected_path, load_expected
+from .spec import TIERS, Spec, SpecError, id_matches_file, load_spec, spec_paths
+
+#: check kinds that do not need the cell in a result (the cell is declared unrunnable, or prior work's number)
+UNMEASURED_KINDS = ("not_run", "context")
+
+
+def unproducible_cells(spec: Spec, expected: dict, path: Path, tiers: tuple[str, ...] = TIERS) -> list[str]:
+    """One message per expected cell that a tier checks but the tier's config can never produce."""
+    cells_fn = registry.get(spec.runner).cells
+    if cells_fn is None:
+        return []
+    out = []
+    for tier in tiers:
+        tier_spec = spec.tiers[tier]
+        producible = cells_fn(tier_spec.config)
+        if tier_spec.suite_data is not None:  # ``run --data suite``: the variant's renamed rows
+            producible |= cells_fn(tier_spec.suite_data.config)
+        for cell in expected["cells"]:
+            check = cell["checks"][tier]
+            kind = next((k for k in check if k not in ("target", "significance", "role", "x_counts_as",
+                                                        "plausible_factor")), None)
+            if kind in UNMEASURED_KINDS or (cell["row"], cell["column"]) in producible:
+                continue
+            out.append(f"{path}: cell ({cell['row']!r}, {cell['column']!r}) has a {kind!r} check "
+                       f"at tier {tier!r}, but {spec.path} tiers.{tier} can never produce it (check the spec's "
+                       f"rows / columns / skip, or make the check 'not_run: <reason>')")
+    return out
+
+
+def check_spec(spec: Spec, expected_root: Path | None = None, tiers: tuple[str, ...] = TIERS) -> dict:
+    """The spec's expected file, loaded; SpecError (one line) if it is missing, invalid or does not fit the spec
+    at ``tiers``."""
+    path = expected_path(spec.id, expected_root)
+    if not path.exists():
+        raise SpecError(f"{spec.path}: no expected file {path} for id {spec.id!r} (create it with the paper's values)")
+    expected = load_expected(path)
+    problems = unproducible_cells(spec, expected, path, tiers)
+    if problems:
+        raise SpecError(problems[0] + (f" (and {len(problems) - 1} more such cells)" if len(problems) > 1 else ""))
+    return expected
+
+
+def validate_all(spec_root: Path | None = None, expected_root: Path | None = None) -> tuple[list[str], int]:
+    """Every problem of every spec and expected file, one line each, and the number of valid specs."""
+    problems: list[str] = []
+    ids: dict[str, Path] = {}
+    broken: list[Path] = []
+    for path in spec_paths(spec_root):
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            problems.append(str(exc))
+            broken.append(path)
+            continue
+        if spec.id in ids:
+            problems.append(f"{path}: id {spec.id!r} is also the id of {ids[spec.id]}; each spec needs its own id")
+            continue
+        ids[spec.id] = path
+        try:
+            check_spec(spec, expected_root)
+        except SpecError as exc:
+            problems.append(str(exc))
+    for path in sorted((expected_root or EXPECTED_DIR).glob("*.yaml")):
+        if path.stem not in ids and not any(id_matches_file(path.stem, b) for b in broken):
+            problems.append(f"{path}: no spec has id {path.stem!r} (an orphan expected file: add "
+                            f"reproductions/<name>.yaml with this id, or remove the file)")
+    return problems, len(ids)
