@@ -6,7 +6,8 @@ Layout read: ``<root>/cifar-10-batches-py/{data_batch_1..data_batch_5, test_batc
 32x32) and ``b"labels"``: 10000 ints in 0..9. ``root`` may also be the ``cifar-10-batches-py``
 folder itself.
 
-Note: the batches are pickles, as published; only load files from the official archive.
+The batches are pickles, as published: they are read with a restricted unpickler that admits only what the
+format holds (runners/data/safe_pickle.py), so a crafted file is refused instead of running code.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from runners.data.base import DatasetError
+from runners.data.safe_pickle import load_pickle
 
 CIFAR10_DIRNAME = "cifar-10-batches-py"
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -34,10 +36,11 @@ def cifar10_dir(root: Path) -> Path:
 
 def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
-        with open(path, "rb") as fh:
-            obj = pickle.load(fh, encoding="bytes")
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise DatasetError(f"CIFAR-10: cannot read the python batch {path}: {exc}. {HOW_TO_GET}") from exc
+        obj = load_pickle(path, encoding="bytes")
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
+            KeyError, MemoryError) as exc:
+        raise DatasetError(f"CIFAR-10: cannot read the python batch {path}: {type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())}. {HOW_TO_GET}") from exc
     if not isinstance(obj, dict) or b"data" not in obj or b"labels" not in obj:
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         raise DatasetError(f"CIFAR-10: {path} is not a CIFAR-10 python batch (expected a dict with keys "
