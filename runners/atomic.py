@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Optional
 
@@ -39,6 +39,33 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def write_bytes_new(candidates: Iterable[Path], data: bytes) -> Path:
+    """Write ``data`` to the first of ``candidates`` (paths in one folder) that does not exist yet, and return it.
+
+    Never replaces a file, also when other processes write to the same names at the same moment: the data goes to
+    a temp file first, which then claims the name with a hard link (``os.link`` fails if the name exists, in one
+    step, unlike an exists() check before a rename). A reader never sees a partial file; no temp file is left."""
+    candidates = iter(candidates)
+    first = Path(next(candidates))
+    first.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=first.parent, prefix=f".{first.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        path: Path | None = first
+        while True:
+            try:
+                os.link(tmp, path)
+                return Path(path)
+            except FileExistsError:
+                path = next(candidates, None)
+                if path is None:
+                    raise FileExistsError(f"{first}: every candidate name for the new file exists") from None
+    finally:
+        os.remove(tmp)
 
 
 def write_text_atomic(path: Path, text: str, newline: Optional[str] = None) -> None:

@@ -83,13 +83,23 @@ def _sanity(verdicts: list[CellVerdict]) -> list[str]:
             _table(rows, ["row", "column", "ours", "check", "verdict", "detail"]), ""]
 
 
+def _commit_text(env: dict) -> str:
+    """The commit a result was measured at, with its uncommitted changes' hash and any provenance note."""
+    text = f"commit `{env.get('git_commit')}`"
+    if env.get("git_dirty"):
+        text += f" plus uncommitted changes (diff SHA-256 `{env.get('git_dirty_diff_sha256')}`)"
+    if env.get("git_commit_note"):
+        text += f" ({env['git_commit_note']}; recorded: `{env.get('git_commit_recorded')}`)"
+    if env.get("provenance_note"):
+        text += f" (provenance: {env['provenance_note']})"
+    return text
+
+
 def _env_line(result: dict) -> str:
     env = result.get("environment") or {}
     wall = result.get("wall_time_s")
     return (f"device **{env.get('device_name', '?')}**, torch {env.get('torch', '?')}, triton {env.get('triton')}, "
-            f"commit `{env.get('git_commit')}`"
-            + (f" ({env['git_commit_note']}; recorded: `{env.get('git_commit_recorded')}`)"
-               if env.get("git_commit_note") else "")
+            f"{_commit_text(env)}"
             + f", finished {result.get('finished', '?')}, wall time {fmt(wall)} s, seed {result.get('seed', '?')}")
 
 
@@ -170,6 +180,8 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
             lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
                       *overrides_lines(files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
+        problems = [p for i in used for p in files[i][1].get("problems", [])]
+        lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])
         known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}
         lines += [f"**FAIL, analysed:** {k}" for k in sorted(known)] + ([""] if known else [])
         for i in used:

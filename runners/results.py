@@ -1,24 +1,30 @@
 """Results files: one JSON per run under results/<spec id>/, written atomically, never overwritten."""
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
 import platform
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
-from .atomic import write_text_atomic  # noqa: F401 (re-exported: reports and benchmarks write through it)
+from .atomic import write_bytes_new, write_text_atomic  # noqa: F401 (write_text_atomic: re-exported)
 
 RESULTS_DIR = Path(os.environ.get("SSM_RESULTS_DIR", "results"))
 
 
+def to_json_text(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """JSON through :func:`write_text_atomic`."""
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+    write_text_atomic(path, to_json_text(obj))
 
 
 def _json_default(obj: Any) -> Any:
@@ -31,20 +37,29 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
-def git_commit() -> str | None:
-    """$SSM_GIT_COMMIT when set (a copy of the tree on a remote GPU machine, whose .git may be missing or stale),
-    else HEAD (+ "-dirty")."""
+def git_provenance() -> dict[str, Any]:
+    """The code a result was measured with: ``git_commit`` (a clean commit id: $SSM_GIT_COMMIT when set, for a
+    copy of the tree on a remote GPU machine whose .git may be missing or stale, else HEAD), ``git_dirty``
+    (tracked files differ from it) and, when dirty, ``git_dirty_diff_sha256``: the SHA-256 of ``git diff HEAD``
+    (the uncommitted changes; ``git diff HEAD | sha256sum`` on the same tree gives the same hash)."""
     if os.environ.get("SSM_GIT_COMMIT"):
-        return os.environ["SSM_GIT_COMMIT"]
+        return {"git_commit": os.environ["SSM_GIT_COMMIT"], "git_dirty": False}
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=10)
+        diff = subprocess.run(["git", "diff", "HEAD", "--binary"], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+        return {"git_commit": None, "git_dirty": None}
+    if out.returncode != 0 or diff.returncode != 0:
+        return {"git_commit": None, "git_dirty": None}
+    record: dict[str, Any] = {"git_commit": out.stdout.strip(), "git_dirty": bool(diff.stdout)}
+    if diff.stdout:
+        record["git_dirty_diff_sha256"] = hashlib.sha256(diff.stdout).hexdigest()
+    return record
+
+
+def git_commit() -> str | None:
+    """The clean commit id of :func:`git_provenance` (never with a "-dirty" suffix)."""
+    return git_provenance()["git_commit"]
 
 
 def environment(device: torch.device | None = None) -> dict[str, Any]:
@@ -67,22 +82,39 @@ def environment(device: torch.device | None = None) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "triton": triton_version,
         "python": platform.python_version(),
-        "git_commit": git_commit(),
+        **git_provenance(),
         "host": platform.node(),
         "ssm_backend_env": os.environ.get("SSM_BACKEND"),
     }
 
 
-def new_result_path(kind_dir: str, tier: str, root: Path | None = None) -> Path:
-    """results/<kind_dir>/<UTC timestamp>_<tier>.json, unique: never an existing file."""
+def result_names(kind_dir: str, tier: str, root: Path | None = None) -> Iterator[Path]:
+    """results/<kind_dir>/<UTC timestamp>_<tier>.json, then ..._<tier>_001.json, _002, ... (sorted by name =
+    sorted by time, for up to 999 files of one tier in one second)."""
     base = (root or RESULTS_DIR) / kind_dir
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    path = base / f"{stamp}_{tier}.json"
-    n = 1
-    while path.exists():
-        path = base / f"{stamp}_{tier}_{n}.json"
-        n += 1
-    return path
+    yield base / f"{stamp}_{tier}.json"
+    for n in itertools.count(1):
+        yield base / f"{stamp}_{tier}_{n:03d}.json"
+
+
+def write_new_result(kind_dir: str, tier: str, obj: Any, root: Path | None = None) -> Path:
+    """Write ``obj`` as a new results file (see :func:`result_names`) and return its path; created exclusively,
+    so concurrent runs never overwrite each other's results."""
+    return write_bytes_new(result_names(kind_dir, tier, root), to_json_text(obj).encode("utf-8"))
+
+
+def new_result_path(kind_dir: str, tier: str, root: Path | None = None) -> Path:
+    """A new, empty results file reserved for a script that rewrites it as it measures (created exclusively:
+    O_EXCL, so two processes never get the same name)."""
+    for path in result_names(kind_dir, tier, root):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
 
 
 def utc_now() -> str:

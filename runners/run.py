@@ -1,9 +1,11 @@
 """Run one spec at one tier and write its results file."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -14,9 +16,11 @@ import torch
 from . import registry
 from .data.base import DatasetError, data_root
 from .expected import expected_path, load_expected
-from .results import RESULTS_DIR, environment, new_result_path, utc_now, write_json_atomic
+from .lockfile import exclusive
+from .results import RESULTS_DIR, environment, utc_now, write_new_result
 from .selection import check_data_variant, select_cells, selected_set
-from .spec import Spec, SpecError
+from .spec import ID_PATTERN, Spec, SpecError
+from .train.checkpoint import CheckpointMismatch
 
 RUNS_DIR = Path(os.environ.get("SSM_RUNS_DIR", "runs"))
 
@@ -36,6 +40,43 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def run_lock(kind: str, work_dir: Path, device: torch.device) -> contextlib.AbstractContextManager:
+    """The lock a run holds: a benchmark one per device (a concurrent run would distort its timings), an analytic
+    one per spec and tier; training locks each cell and each prepared dataset itself (runners/train/table.py), so
+    that several processes can share a table's cells."""
+    if kind == "benchmark":
+        return exclusive(RUNS_DIR / f".benchmark-{device.type}{device.index or 0}.lock", f"benchmarks on {device}")
+    if kind == "analytic":
+        return exclusive(work_dir.parent / f".{work_dir.name}.lock", f"{work_dir}")
+    return contextlib.nullcontext()
+
+
+def restart_cells(spec: Spec, tier: str, config: Any, selected: frozenset | None = None,
+                  units: Sequence[tuple[str, str]] | None = None) -> list[Path]:
+    """Delete what earlier runs of the selected cells left under runs/ (checkpoints, metrics, extra evaluations),
+    so that they start over: for a training table, the run directories of the (row, task) pairs that the
+    selection trains; for other runners, everything of the tier. Prepared datasets (``data/``) are kept: they
+    depend on their own arguments only, which are checked when they are reused. Returns the deleted paths."""
+    from .train.table import TrainTableConfig, cell_path, units_to_train
+
+    work_dir = work_dir_for(spec, tier)
+    if isinstance(config, TrainTableConfig):  # a cell may train in another spec's run (``train_in``)
+        only = None if units is None else frozenset(map(tuple, units))
+        paths = [cell_path(work_dir, tier, config.models[row], row, col)
+                 for row, col in units_to_train(config, selected, only)]
+    else:
+        paths = [p for p in sorted(work_dir.iterdir()) if p.name != "data" and not p.name.endswith(".lock")] \
+            if work_dir.is_dir() else []
+    gone = []
+    for path in paths:
+        if not path.exists():
+            continue
+        with exclusive(path.parent / f".{path.name}.lock", f"restarting {path}"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        gone.append(path)
+    return gone
+
+
 def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
     """The runner config of ``tier`` for the data variant ``data`` (see runners/spec.py, ``suite_data``)."""
     check_data_variant(spec, tier, data)
@@ -51,7 +92,7 @@ def work_dir_for(spec: Spec, tier: str) -> Path:
 def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: bool = True, *,
              cells: Sequence[str] = (), data: str = "release", deadline: float | None = None,
              write_result: bool = True, units: Sequence[tuple[str, str]] | None = None,
-             logs: Sequence[str] = ()) -> Path | None:
+             logs: Sequence[str] = (), restart: bool = False) -> Path | None:
     """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one).
 
     ``cells``: glob patterns on "row/column" (runners/selection.py); ``data``: "release" or "suite" (the tier's
@@ -59,8 +100,11 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     (raises :class:`runners.registry.Paused`; the same call resumes); ``write_result=False`` trains / computes
     without writing a results file (returns None); ``units``: train only these (row, task) pairs of a training
     table (one child of ``run --gpus``, runners/scheduler.py); ``logs``: extra training logs beside each cell's
-    metrics.jsonl (``run --log tensorboard``).
+    metrics.jsonl (``run --log tensorboard``); ``restart``: the selected cells start over
+    (:func:`restart_cells`).
     """
+    if not ID_PATTERN.fullmatch(spec.id):  # load_spec checks it; the paths below are built from it
+        raise SpecError(f"{spec.path}: key 'id' is {spec.id!r}; allowed: lower-case letters, digits and '-'")
     tier_spec = spec.tiers[tier]
     config = tier_config(spec, tier, data)
     if tier_spec.device == "cuda" and not torch.cuda.is_available():
@@ -75,8 +119,10 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
                         f"{expected_path(spec.id)})")
     device = torch.device(tier_spec.device)
     work_dir = work_dir_for(spec, tier)
-    work_dir.mkdir(parents=True, exist_ok=True)
     narrowed = bool(cells) or data == "suite"  # else the runner produces all it can (not_run cells for reference)
+    if restart:
+        restart_cells(spec, tier, config, selected_set(selected) if narrowed else None, units)
+    work_dir.mkdir(parents=True, exist_ok=True)
     ctx = registry.RunContext(spec_id=spec.id, tier=tier, device=device, seed=tier_spec.seed, work_dir=work_dir,
                               data_dir=data_root(), progress=progress,
                               selected=selected_set(selected) if narrowed else None, deadline=deadline,
@@ -85,9 +131,16 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     entry = registry.get(spec.runner)
     started, t0 = utc_now(), time.perf_counter()
     try:
-        output = entry.fn(config, ctx)
+        with run_lock(entry.kind, work_dir, device):
+            output = entry.fn(config, ctx)
     except DatasetError as exc:
-        raise NotRunnable(f"{spec.id} tier '{tier}': {exc} Then: {command_for(spec, tier)}") from exc
+        raise NotRunnable(f"{spec.id} tier '{tier}': {' '.join(str(exc).split())} Then: "
+                          f"{command_for(spec, tier)}") from exc
+    except CheckpointMismatch as exc:
+        raise SpecError(f"{spec.path}: tiers.{tier}: {' '.join(str(exc).split())} To start the tier's cells over: "
+                        f"python -m runners run {spec.path} --tier {tier} --restart") from exc
+    except SpecError as exc:  # a setting that only the data can refute (a batch larger than the training set)
+        raise SpecError(f"{spec.path}: tiers.{tier}: {exc}") from exc
     wall = time.perf_counter() - t0
     known = {(c["row"], c["column"]) for c in expected["cells"]}
     stray = [(c.row, c.column) for c in output.cells if (c.row, c.column) not in known]
@@ -118,7 +171,6 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "cells": [dataclasses.asdict(c) for c in output.cells if not cells or (c.row, c.column) in wanted],
         "series": output.series,
         "notes": output.notes,
+        "problems": output.problems,
     }
-    path = new_result_path(spec.id, tier, results_root or RESULTS_DIR)
-    write_json_atomic(path, result)
-    return path
+    return write_new_result(spec.id, tier, result, results_root or RESULTS_DIR)

@@ -176,10 +176,15 @@ def cell_dir(ctx: RunContext, row_cfg: dict, row: str, col: str) -> Path:
     """Where a cell trains: runs/<spec>/<tier>/<row>__<task>/, or, for a row with ``train_in: {spec, row}``, that
     spec's run of that row (one identical configuration in two tables trains once; the checkpoint's configuration
     check refuses to resume a run of any other configuration)."""
+    return cell_path(ctx.work_dir, ctx.tier, row_cfg, row, col)
+
+
+def cell_path(work_dir: Path, tier: str, row_cfg: dict, row: str, col: str) -> Path:
+    """:func:`cell_dir` from the tier's work directory runs/<spec>/<tier>/."""
     shared = row_cfg.get("train_in")
     if shared is None:
-        return ctx.work_dir / f"{_slug(row)}__{_slug(col)}"
-    return ctx.work_dir.parent.parent / shared["spec"] / ctx.tier / f"{_slug(shared['row'])}__{_slug(col)}"
+        return work_dir / f"{_slug(row)}__{_slug(col)}"
+    return work_dir.parent.parent / shared["spec"] / tier / f"{_slug(shared['row'])}__{_slug(col)}"
 
 
 def prepare_data(col: str, task: dict, ctx: RunContext) -> Path:
