@@ -25,9 +25,9 @@ from .overrides import apply_overrides, config_yaml
 from .registry import Paused
 from .report import report_all
 from .result_diff import compare_files, regressions
-from .run import NotRunnable, run_spec, tier_config, work_dir_for
+from .run import NotRunnable, restart_cells, run_spec, tier_config, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
-from .selection import cell_name, glob_escape, select_cells
+from .selection import cell_name, check_data_variant, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
 from .textfmt import column_label, fmt, paper_text
 from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
@@ -52,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         specs.append(load_spec(find_spec(name)))
     specs = [with_settings(spec, args) for spec in specs]
     for spec in specs:
+        check_data_variant(spec, args.tier, args.data)
         check_spec(spec, tiers=(args.tier,))
     if args.show_config or args.dry_run:
         return show_plan(specs, args) or status
@@ -107,6 +108,8 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         units = units_to_train(config, selected_set(selected) if narrowed else None)
     except ValueError as exc:
         raise SpecError(f"{spec.path}: {exc}") from None
+    if args.restart:  # once, here: the children resume from what is left
+        restart_cells(spec, args.tier, config, selected_set(selected) if narrowed else None, units)
     log_dir = work_dir_for(spec, args.tier) / "logs"
     print(f"{spec.id} [{args.tier}, data {args.data}]: {len(units)} cell(s) on GPU(s) {', '.join(gpus)}")
     launcher = child_launcher(spec.path, args.tier, args.data, args.cells, n_gpus=len(gpus),

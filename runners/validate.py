@@ -10,12 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import registry
-from .expected import EXPECTED_DIR, expected_path, load_expected
+from .expected import CHECK_KINDS, EXPECTED_DIR, expected_path, load_expected
+from .selection import UNMEASURED_CHECKS
 from .spec import TIERS, Spec, SpecError, id_matches_file, load_spec, spec_paths
-
-#: check kinds that do not need the cell in a result (the cell is declared unrunnable, or prior work's number)
-UNMEASURED_KINDS = ("not_run", "context")
-
 
 def unproducible_cells(spec: Spec, expected: dict, path: Path, tiers: tuple[str, ...] = TIERS) -> list[str]:
     """One message per expected cell that a tier checks but the tier's config can never produce."""
@@ -30,10 +27,9 @@ def unproducible_cells(spec: Spec, expected: dict, path: Path, tiers: tuple[str,
             producible |= cells_fn(tier_spec.suite_data.config)
         for cell in expected["cells"]:
             check = cell["checks"][tier]
-            kind = next((k for k in check if k not in ("target", "significance", "role", "x_counts_as",
-                                                        "plausible_factor")), None)
-            if kind in UNMEASURED_KINDS or (cell["row"], cell["column"]) in producible:
+            if any(k in check for k in UNMEASURED_CHECKS) or (cell["row"], cell["column"]) in producible:
                 continue
+            kind = next((k for k in check if k in CHECK_KINDS), None)
             out.append(f"{path}: cell ({cell['row']!r}, {cell['column']!r}) has a {kind!r} check "
                        f"at tier {tier!r}, but {spec.path} tiers.{tier} can never produce it (check the spec's "
                        f"rows / columns / skip, or make the check 'not_run: <reason>')")
