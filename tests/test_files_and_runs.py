@@ -208,3 +208,21 @@ def test_committed_results_name_a_clean_commit_or_a_diff_hash(path: Path) -> Non
         noted = bool(env.get("provenance_note") or env.get("git_commit_note"))
         assert (clean and (hashed or "git_dirty" not in env)) or noted, f"{path}: commit {commit!r} without a diff " \
                                                                         f"hash or a provenance note"
+
+
+def test_restart_with_cells_deletes_only_the_selected_cells(train_project: Path) -> None:
+    def two_rows(d: dict) -> None:
+        d["tiers"]["smoke"]["models"]["S4D"] = dict(d["tiers"]["smoke"]["models"]["S4"])
+    _edit_spec(two_rows)
+    doc = yaml.safe_load(Path("expected/tiny-train.yaml").read_text())
+    doc["rows"].append("S4D")
+    doc["cells"].append(_expected_cell("S4D", "sCIFAR"))
+    Path("expected/tiny-train.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    tier_dir = train_project / "runs" / "tiny-train" / "smoke"
+    kept = (tier_dir / "S4D__sCIFAR" / "checkpoint.pt").stat().st_mtime_ns
+    marker = tier_dir / "S4__sCIFAR" / "stale"
+    marker.write_text("left by the earlier run")
+    assert main(["run", "tiny-train", "--no-progress", "--cells", "S4/*", "--restart"]) == 0
+    assert not marker.exists() and (tier_dir / "S4__sCIFAR" / "checkpoint.pt").exists()
+    assert (tier_dir / "S4D__sCIFAR" / "checkpoint.pt").stat().st_mtime_ns == kept

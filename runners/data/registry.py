@@ -14,16 +14,52 @@ def _lra(task: str) -> Callable[..., TaskData]:
 
         return LRA_LOADERS[task](root, **kwargs)
 
+    def target() -> Callable[..., Any]:
+        from .lra import LRA_LOADERS
+
+        return LRA_LOADERS[task]
+
+    load.target = target  # type: ignore[attr-defined]
     return load
 
 
 def _lazy(module: str, name: str) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def target() -> Callable[..., Any]:
         import importlib
 
-        return getattr(importlib.import_module(module, __package__), name)(*args, **kwargs)
+        return getattr(importlib.import_module(module, __package__), name)
 
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return target()(*args, **kwargs)
+
+    call.target = target  # type: ignore[attr-defined]
     return call
+
+
+#: arguments the framework passes itself (the data root, the progress flag), never given in a spec
+FRAMEWORK_ARGS = {"root", "data_dir", "out", "progress"}
+
+
+def check_arguments(fn: Callable[..., Any], args: dict, where: str) -> None:
+    """Raise ValueError naming ``where`` and the key for an argument that ``fn`` (a loader or preparer of this
+    registry) does not take, or a value whose type its annotation (bool, int, float, str) rules out."""
+    import inspect
+
+    params = inspect.signature(fn.target()).parameters  # type: ignore[attr-defined]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = sorted(n for n, p in params.items() if n not in FRAMEWORK_ARGS
+                     and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+    for key, value in args.items():
+        if key not in allowed:
+            raise ValueError(f"{where}.{key}: unknown argument; allowed: {allowed}")
+        ann = str(params[key].annotation).replace("typing.", "")
+        ok = {"bool": isinstance(value, bool),
+              "int": isinstance(value, int) and not isinstance(value, bool),
+              "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "str": isinstance(value, str)}.get(ann, True)
+        if not ok:
+            raise ValueError(f"{where}.{key}: {value!r} not allowed; expected {ann}")
 
 
 LOADERS: dict[str, Callable[..., TaskData]] = {

@@ -44,7 +44,7 @@ from torch import nn
 
 from ..benchmark.common import free_memory
 from ..data.base import DatasetError, TaskData
-from ..data.registry import GENERATORS, LOADERS, PREPARERS
+from ..data.registry import GENERATORS, LOADERS, PREPARERS, check_arguments
 from ..lockfile import exclusive
 from ..model_schema import check_sequence_model, check_transformer
 from ..registry import Cell, Paused, RunContext, RunOutput, register
@@ -89,6 +89,13 @@ class TrainTableConfig:
             if prep is not None and prep.get("preparer") not in PREPARERS:
                 raise ValueError(f"tasks.{col}.prepare.preparer: {prep.get('preparer')!r} not allowed; choose one "
                                  f"of {sorted(PREPARERS)}")
+            check_arguments(LOADERS[t["loader"]], t.get("loader_args", {}), f"tasks.{col}.loader_args")
+            for i, ev in enumerate(parse_extra_evals(t.get("extra_eval"), f"tasks.{col}.extra_eval")):
+                check_arguments(LOADERS[t["loader"]], {**t.get("loader_args", {}), **ev.loader_args},
+                                f"tasks.{col}.extra_eval[{i}].loader_args")
+            if prep is not None:
+                check_arguments(PREPARERS[prep["preparer"]], {k: v for k, v in prep.items() if k != "preparer"},
+                                f"tasks.{col}.prepare")
         for row, m in self.models.items():
             unknown = set(m) - {"arch", "model", "train", "tasks", "train_in"}
             if unknown:
