@@ -13,7 +13,6 @@ import argparse
 import shlex
 import sys
 import time
-from pathlib import Path
 
 from tabulate import tabulate
 

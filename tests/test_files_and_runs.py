@@ -8,7 +8,6 @@ import json
 import multiprocessing as mp
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
