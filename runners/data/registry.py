@@ -45,7 +45,8 @@ def check_arguments(fn: Callable[..., Any], args: dict, where: str) -> None:
     registry) does not take, or a value whose type its annotation (bool, int, float, str) rules out."""
     import inspect
 
-    params = inspect.signature(fn.target()).parameters  # type: ignore[attr-defined]
+    target = getattr(fn, "target", None)  # the registry's lazy wrappers name the function they call
+    params = inspect.signature(target() if target else fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     allowed = sorted(n for n, p in params.items() if n not in FRAMEWORK_ARGS
