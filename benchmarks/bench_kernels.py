@@ -528,6 +528,8 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         write_json_atomic(path, record)
         write_text_atomic(table_path, markdown_table(record))
 
+    write_json_atomic(path, record)  # the reserved file holds the record from the start
+
     for name, section in sections.items():
         if name == "kernels":
             section(cfg, device, rows=record[name], on_row=save)

@@ -379,6 +379,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         "copy_bandwidth_gbs": copy_bandwidth_gbs(device), "launch_overhead_us": launch_overhead_us(device),
         "host": host_ms(device, args.quick), "rows": [],
     }
+    write_json_atomic(path, record)  # the reserved file holds the record from the start
     specs = plan(args.quick)
     if args.key_only:
         specs = [s for s in specs if (s["h"], s["b"], s["length"]) == KEY]

@@ -112,10 +112,10 @@ LSSL_KEYS: dict[str, Check] = {
 }
 
 
-def _check_keys(where: str, kwargs: Any, schema: dict[str, Check], exclude: set[str] = frozenset()) -> None:
+def _check_keys(where: str, kwargs: Any, schema: dict[str, Check]) -> None:
     if not isinstance(kwargs, dict):
         raise ValueError(f"{where}: {kwargs!r} not allowed; expected a mapping")
-    allowed = sorted(set(schema) - set(exclude))
+    allowed = sorted(schema)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {allowed}")
@@ -123,9 +123,9 @@ def _check_keys(where: str, kwargs: Any, schema: dict[str, Check], exclude: set[
         schema[key](f"{where}.{key}", value)
 
 
-def check_layer(where: str, kwargs: Any, exclude: set[str] = frozenset()) -> None:
-    """SSMLayer keyword arguments (without d_model); ``exclude``: keys the caller sets itself."""
-    _check_keys(where, kwargs, LAYER_KEYS, exclude)
+def check_layer(where: str, kwargs: Any) -> None:
+    """SSMLayer keyword arguments (without d_model, which the model sets)."""
+    _check_keys(where, kwargs, LAYER_KEYS)
     mode = kwargs.get("mode", "s4d")
     init = kwargs.get("init", "legs")
     inits = DPLR_INITS if mode == "s4" else DIAGONAL_INITS

@@ -101,7 +101,7 @@ def test_config_validation_names_the_problem() -> None:
         conjecture5.Conjecture5Config(state_sizes=[64, 16])
     with pytest.raises(ValueError, match="start at 0"):
         figure4.Figure4Config(sigmas=[0.1, 1.0])
-    with pytest.raises(ValueError, match="unknown init"):
+    with pytest.raises(ValueError, match="diag_inits: .'nope'. not allowed"):
         proposition1.Proposition1Config(diag_inits=["nope"])
 
 

@@ -320,8 +320,8 @@ def test_budget_tier_without_the_data_is_not_run(name: str, tmp_path: Path, monk
 
 def test_spec_errors_name_the_file_and_key(tmp_path: Path) -> None:
     text = (ROOT / "reproductions" / "resolution_change.yaml").read_text()
-    bad = tmp_path / "bad.yaml"
+    bad = tmp_path / "resolution_change.yaml"  # the file name matches the spec's id
     (tmp_path / "_sequences.yaml").write_text((ROOT / "reproductions" / "_sequences.yaml").read_text())
     bad.write_text(text.replace("rate: 2.0}", "rate: -2.0}", 1))
-    with pytest.raises(SpecError, match=r"bad\.yaml: tiers\.smoke.*rate"):
+    with pytest.raises(SpecError, match=r"resolution_change\.yaml: tiers\.smoke.*rate"):
         load_spec(bad)

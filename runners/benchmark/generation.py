@@ -134,8 +134,8 @@ class GenerationConfig:
                 raise ValueError(f"{key}.d_model is set by the runner (from the setting's d_model)")
         check_int("refine_steps", self.refine_steps, 0, 64)
         check_int("warmup_steps", self.warmup_steps, 0, 10_000)
-        check_layer("s4_layer", self.s4_layer, exclude={"d_model"})
-        check_layer("s4d_layer", self.s4d_layer, exclude={"d_model"})
+        check_layer("s4_layer", self.s4_layer)
+        check_layer("s4d_layer", self.s4d_layer)
 
     @property
     def parsed_settings(self) -> list[GenerationSetting]:

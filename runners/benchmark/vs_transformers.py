@@ -73,11 +73,8 @@ class VsTransformersConfig:
         check_int("reps", self.reps, 1, 10_000)
         if self.memory_limit_gib is not None:
             check_num("memory_limit_gib", self.memory_limit_gib, 0, lo_open=True)
-        check_layer("s4_layer", self.s4_layer, exclude={"d_model"})
-        if not self.lengths or any(n < 1 for n in self.lengths):
-            raise ValueError(f"lengths must be a non-empty list of positive integers, got {self.lengths}")
-        if self.length_divisor < 1 or any(n % self.length_divisor for n in self.lengths):
-            raise ValueError(f"length_divisor={self.length_divisor} must be >= 1 and divide every length {self.lengths}")
+        if any(n % self.length_divisor for n in self.lengths):
+            raise ValueError(f"length_divisor={self.length_divisor} must divide every length {self.lengths}")
         unknown = [m for m in self.models if m not in MODELS]
         if unknown:
             raise ValueError(f"models: unknown {unknown}; allowed: {list(MODELS)}")
@@ -87,6 +84,7 @@ class VsTransformersConfig:
             raise ValueError(f"qkv_dim={self.qkv_dim} must be divisible by n_heads={self.n_heads}")
         if "d_model" in self.s4_layer:
             raise ValueError("s4_layer.d_model is set by the runner (d_model)")
+        check_layer("s4_layer", self.s4_layer)
 
 
 def build_model(name: str, cfg: VsTransformersConfig) -> torch.nn.Module:
