@@ -225,3 +225,12 @@ def test_restart_with_cells_deletes_only_the_selected_cells(train_project: Path)
     assert main(["run", "tiny-train", "--no-progress", "--cells", "S4/*", "--restart"]) == 0
     assert not marker.exists() and (tier_dir / "S4__sCIFAR" / "checkpoint.pt").exists()
     assert (tier_dir / "S4D__sCIFAR" / "checkpoint.pt").stat().st_mtime_ns == kept
+
+
+def test_report_shows_dirty_diff_hash_and_provenance_note() -> None:
+    from runners.report import _commit_text
+
+    dirty = _commit_text({"git_commit": "a" * 40, "git_dirty": True, "git_dirty_diff_sha256": "b" * 64})
+    assert "a" * 40 in dirty and "b" * 64 in dirty and "uncommitted" in dirty
+    noted = _commit_text({"git_commit": "c" * 40 + "-dirty", "provenance_note": "the diff was not recorded"})
+    assert "the diff was not recorded" in noted

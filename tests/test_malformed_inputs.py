@@ -323,3 +323,51 @@ def test_the_repository_validates(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     problems, n_specs = validate_all()
     assert problems == [] and n_specs == len(list((REPO / "reproductions").glob("[!_]*.yaml")))
+
+
+def _pathfinder(tmp: Path) -> Path:
+    """A small Pathfinder-32 release layout: imgs/<k>/sample_<i>.png and metadata/<k>.npy."""
+    from PIL import Image
+
+    folder = tmp / "lra_release" / "pathfinder32" / "curv_contour_length_14"
+    (folder / "metadata").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for k in (0, 1):
+        (folder / "imgs" / str(k)).mkdir(parents=True)
+        lines = []
+        for i in range(4):
+            Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8), "L").save(
+                folder / "imgs" / str(k) / f"sample_{i}.png")
+            lines.append(f"imgs/{k} sample_{i}.png {i} {i % 2} 1.0 14 4 2 0.5 1 1")
+        (folder / "metadata" / f"{k}.npy").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _png_of_size(path: Path, size: int) -> None:
+    from PIL import Image
+
+    Image.fromarray(np.zeros((size, size), np.uint8), "L").save(path, format="PNG")
+
+
+PATHFINDER_CASES = [
+    ("imgs/1/sample_2.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10), "sample_2.png"),
+    ("imgs/1/sample_2.png", lambda p: _png_of_size(p, 16), "sample_2.png"),
+    ("imgs/0/sample_1.png", lambda p: p.unlink(), "sample_1.png"),
+    ("metadata/1.npy", lambda p: p.write_text("imgs/1 sample_0.png 0\n"), "1.npy"),
+    ("metadata/0.npy", lambda p: p.write_bytes(b"imgs/0 sample_0.png 0 \xff 1.0 14 4 2 0.5 1 1\n"), "0.npy"),
+    ("metadata/0.npy", lambda p: p.write_text("imgs/0 sample_0.png 0 7 1.0 14 4 2 0.5 1 1\n"), "0.npy"),
+    ("metadata", lambda p: shutil.rmtree(p), "metadata"),
+]
+
+
+@pytest.mark.parametrize("file, corrupt, must", PATHFINDER_CASES,
+                         ids=[f"pathfinder-{i}" for i in range(len(PATHFINDER_CASES))])
+def test_malformed_pathfinder_directory_is_one_line_error(tmp_path: Path, file: str,
+                                                          corrupt: Callable[[Path], None], must: str) -> None:
+    from runners.data.lra import load_pathfinder
+
+    corrupt(_pathfinder(tmp_path) / file)
+    with pytest.raises(DatasetError) as err:
+        load_pathfinder(tmp_path, resolution=32, workers=1, use_cache=False)
+    message = str(err.value)
+    assert "\n" not in message and must in message, message
