@@ -184,6 +184,9 @@ def build_config(cls: type, raw: dict, where: str) -> Any:
         return cls(**values)
     except (TypeError, ValueError) as exc:  # __post_init__ validation of the runner
         raise SpecError(f"{where}: {exc}") from exc
+    except (AttributeError, KeyError, IndexError) as exc:  # a value of the wrong shape that no check named
+        raise SpecError(f"{where}: a setting has the wrong shape ({type(exc).__name__}: {exc}); see the runner's "
+                        f"config docs for each key's form") from exc
 
 
 def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
@@ -227,8 +230,10 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
         raise SpecError(f"{path}: key 'tiers' must map exactly {list(TIERS)} to configs, got {got}")
     tiers = {}
     for tier in TIERS:
-        raw = dict(tiers_raw[tier] or {})
         where = f"{path}: tiers.{tier}"
+        if not isinstance(tiers_raw[tier] or {}, dict):
+            raise SpecError(f"{where}: must be a mapping of settings, got {tiers_raw[tier]!r}")
+        raw = dict(tiers_raw[tier] or {})
         device = raw.pop("device", "cpu")
         if device not in FRAMEWORK_KEYS["device"]:
             raise SpecError(f"{where}.device: {device!r} not allowed; choose one of {list(FRAMEWORK_KEYS['device'])}")

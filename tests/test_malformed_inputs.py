@@ -119,6 +119,13 @@ SPEC_EDITS = [
      ["tasks.sMNIST.prepare.n_train", "int"]),
     ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.prepare.n_per_btch", 3),
      ["tasks.sCIFAR.prepare.n_per_btch", "unknown argument"]),
+    # settings of the wrong shape
+    ("s4_table6", lambda d: _set(d, "tiers.smoke.model_defaults", {"ssm": 5}), ["model_defaults.ssm", "mapping"]),
+    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.loader_args", [1]), ["sCIFAR.loader_args"]),
+    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.prepare", "x"), ["sCIFAR.prepare", "mapping"]),
+    ("s4_table6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).model.layer", 3), ["layer", "mapping"]),
+    ("s4_table6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).train", 3), ["train", "mapping"]),
+    ("s4_table6", lambda d: _set(d, "tiers.smoke", [1]), ["tiers.smoke", "mapping"]),
     # top-level keys
     ("s4d_theorem6", lambda d: _set(d, "id", "../../escape"), ["key 'id'", "../../escape"]),
     ("s4d_theorem6", lambda d: _set(d, "id", "S4D-Theorem-6"), ["key 'id'"]),

@@ -74,6 +74,7 @@ class TrainTableConfig:
     transpose: bool = False
 
     def __post_init__(self) -> None:
+        self._check_mappings()
         bad = [m for m in self.metrics if m not in METRICS]
         if bad or not self.metrics or len(set(self.metrics)) != len(self.metrics):
             raise ValueError(f"metrics: {self.metrics!r} not allowed; a non-empty list without repeats of "
@@ -130,6 +131,29 @@ class TrainTableConfig:
                 check(f"models.{row}.model (with model_defaults.{arch} and tasks.{col}.model.{arch})",
                       self.cell_model(row, col))
                 TrainConfig.from_dict(self.cell_train(row, col), where=f"train config of cell ({row}, {col})")
+
+    def _check_mappings(self) -> None:
+        """Every setting that must be a mapping is one (ValueError naming the key otherwise)."""
+        def mapping(key: str, value: Any) -> None:
+            if not isinstance(value, dict):
+                raise ValueError(f"{key}: {value!r} not allowed; expected a mapping")
+
+        for key in ("train", "model_defaults", "deltas"):
+            mapping(key, getattr(self, key))
+        for arch, kwargs in self.model_defaults.items():
+            mapping(f"model_defaults.{arch}", kwargs)
+        for col, t in self.tasks.items():
+            mapping(f"tasks.{col}", t)
+            for key in ("loader_args", "prepare", "model", "train", "columns"):
+                if key in t:
+                    mapping(f"tasks.{col}.{key}", t[key])
+            for arch, kwargs in t.get("model", {}).items():
+                mapping(f"tasks.{col}.model.{arch}", kwargs)
+        for row, m in self.models.items():
+            mapping(f"models.{row}", m)
+            for key in ("model", "train"):
+                if key in m:
+                    mapping(f"models.{row}.{key}", m[key])
 
     def cell_model(self, row: str, col: str) -> dict:
         """The model settings of one cell: the architecture's defaults, then the task's, then the row's."""
