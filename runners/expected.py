@@ -216,12 +216,44 @@ def schema_errors(doc: Any, name: str) -> list[str]:
     return errs
 
 
+def _name_errors(doc: Any, name: str) -> list[str]:
+    """Row and column names that are not text, wherever the schema compares them (they must be hashable)."""
+    errs = []
+
+    def text(where: str, value: Any) -> None:
+        if isinstance(value, (list, dict)):
+            errs.append(f"{name}: {where}: {value!r} not allowed; expected a row or column name (text)")
+
+    if not isinstance(doc, dict):
+        return errs
+    for key in ("rows", "columns"):
+        for i, v in enumerate(doc.get(key) if isinstance(doc.get(key), list) else []):
+            text(f"{key}[{i}]", v)
+    for i, c in enumerate(doc.get("cells") if isinstance(doc.get("cells"), list) else []):
+        if not isinstance(c, dict):
+            continue
+        text(f"cells[{i}].row", c.get("row"))
+        text(f"cells[{i}].column", c.get("column"))
+        for tier, check in (c.get("checks") or {}).items() if isinstance(c.get("checks"), dict) else []:
+            order = check.get("ordering") if isinstance(check, dict) else None
+            for direction, refs in order.items() if isinstance(order, dict) else []:
+                for j, ref in enumerate(refs if isinstance(refs, list) else []):
+                    for key in ("row", "column"):
+                        if isinstance(ref, dict):
+                            text(f"cells[{i}].checks.{tier}.ordering.{direction}[{j}].{key}", ref.get(key))
+    return errs
+
+
 def load_expected(path: Path) -> dict:
     """Load and validate one expected file; raise SpecError listing every problem with the file named."""
     doc = load_yaml(Path(path), SpecError)
     bad = [f"{Path(path).stem}: {where}: inf or NaN is not allowed (paper values, bounds and tolerances are "
            f"finite numbers)" for where in non_finite(doc)]
-    errs = bad or schema_errors(doc, Path(path).stem)
+    try:
+        errs = bad or _name_errors(doc, Path(path).stem) or schema_errors(doc, Path(path).stem)
+    except (TypeError, AttributeError, KeyError) as exc:  # e.g. a list where a row name belongs
+        raise SpecError(f"{path}: invalid expected file: a value has the wrong type ({type(exc).__name__}: {exc}); "
+                        f"rows, columns and cell keys are strings, checks are mappings") from None
     if errs:
         raise SpecError(f"{path}: invalid expected file: " + "; ".join(errs))
     return doc

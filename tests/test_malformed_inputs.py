@@ -190,6 +190,10 @@ EXPECTED_EDITS = [
     (lambda d: _add_cell(d, "strong error", "N=16", {"bound": {"max": 0.1}}), ["'strong error'", "never produce"]),
     (lambda d: _set(d, "table", "s4d-theorem-9"), ["'table'"]),
     (lambda d: _set(d, "cells.0.checks.smoke", {"tolerance": {"abs": -1}}), ["tolerance"]),
+    (lambda d: _set(d, "cells.0.row", ["weak error"]), ["cells[0].row", "row or column name"]),
+    (lambda d: _set(d, "cells.0.checks.smoke", {"ordering": {"greater_than": [{"row": [1], "column": "N=16"}]}}),
+     ["ordering"]),
+    (lambda d: _set(d, "cells", [3]), ["cells[0]"]),
 ]
 
 
