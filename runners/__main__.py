@@ -13,6 +13,7 @@ import argparse
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from tabulate import tabulate
 

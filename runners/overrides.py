@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 import yaml
 
 from .spec import FRAMEWORK_KEYS, Spec, SpecError, load_spec
+from .yamlio import UniqueKeyLoader
 
 
 
@@ -38,7 +39,7 @@ def parse_override(text: str) -> Override:
     if not sep or not key or any(not part for part in key.split(".")):
         raise SpecError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. --set train.lr=0.004")
     try:
-        value = yaml.safe_load(raw)
+        value = yaml.load(raw, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader: no key given twice)
     except yaml.YAMLError as exc:
         raise SpecError(f"--set {text!r}: the value is not valid YAML: {' '.join(str(exc).split())}") from exc
     return Override(text, key, value, add)

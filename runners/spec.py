@@ -197,7 +197,12 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
     from . import registry
 
     path = Path(path)
-    doc = resolve_includes(path) if doc is None else doc
+    if doc is None:
+        doc = resolve_includes(path)
+    else:  # a changed mapping (``--set``): the checks each file gets when it is read
+        bad = list(non_finite(doc))
+        if bad:
+            raise SpecError(f"{path}: key '{bad[0]}' is inf or NaN; a spec's numbers must be finite")
     unknown = sorted(set(doc) - TOP_KEYS)
     if unknown:
         raise SpecError(f"{path}: unknown top-level key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
