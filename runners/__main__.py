@@ -31,7 +31,7 @@ from .selection import cell_name, check_data_variant, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
 from .textfmt import column_label, fmt, paper_text
 from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
-from .validate import check_spec, validate_all
+from .validate import selection_problems, validate_all
 
 EXIT_FAIL, EXIT_NOT_RUNNABLE, EXIT_BAD_SPEC = 1, 3, 2  # EXIT_PAUSED (4): stopped at --stop-after-minutes
 
@@ -51,9 +51,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in args.spec or [str(p) for p in spec_paths()]:
         specs.append(load_spec(find_spec(name)))
     specs = [with_settings(spec, args) for spec in specs]
-    for spec in specs:
+    for spec in specs:  # before anything runs: the data variant, the expected file, the selected cells
         check_data_variant(spec, args.tier, args.data)
-        check_spec(spec, tiers=(args.tier,))
+        problems = selection_problems(spec, args.tier, args.cells, args.data)
+        if problems and not (args.set or args.seed is not None):  # --set may change what a tier produces
+            if not (args.show_config or args.dry_run):
+                raise SpecError(problems[0] + (f" (and {len(problems) - 1} more such cells)"
+                                               if len(problems) > 1 else ""))
+            for problem in problems:
+                print(f"warning: {problem}", file=sys.stderr)
     if args.show_config or args.dry_run:
         return show_plan(specs, args) or status
     deadline = time.time() + 60.0 * args.stop_after_minutes if args.stop_after_minutes is not None else None

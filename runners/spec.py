@@ -110,11 +110,12 @@ def id_matches_file(spec_id: str, path: Path) -> bool:
 
 
 def check_id(spec_id: Any, path: Path) -> None:
-    """A spec id is a plain name that matches its file name; raise SpecError otherwise."""
+    """A spec id is a plain name, and a spec of the suite's directory (reproductions/) has an id that matches its
+    file name (a spec elsewhere may be named freely); raise SpecError otherwise."""
     if not isinstance(spec_id, str) or not ID_PATTERN.fullmatch(spec_id):
         raise SpecError(f"{path}: key 'id' is {spec_id!r}; allowed: lower-case letters, digits and '-', starting "
                         f"with a letter or digit (it names the results/, runs/ and tables/ entries)")
-    if not id_matches_file(spec_id, path):
+    if Path(path).resolve().parent == SPEC_DIR.resolve() and not id_matches_file(spec_id, path):
         raise SpecError(f"{path}: key 'id' is {spec_id!r}, which does not match the file name {path.name!r} (the "
                         f"id with '-' removed must equal the file name's stem with '_' removed, e.g. s4d-table-2 in "
                         f"s4d_table2.yaml)")

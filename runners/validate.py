@@ -7,15 +7,18 @@ Over all specs: ids are unique, and every expected file belongs to a spec.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import registry
 from .expected import CHECK_KINDS, EXPECTED_DIR, expected_path, load_expected
-from .selection import UNMEASURED_CHECKS
+from .selection import UNMEASURED_CHECKS, select_cells
 from .spec import TIERS, Spec, SpecError, id_matches_file, load_spec, spec_paths
 
-def unproducible_cells(spec: Spec, expected: dict, path: Path, tiers: tuple[str, ...] = TIERS) -> list[str]:
-    """One message per expected cell that a tier checks but the tier's config can never produce."""
+def unproducible_cells(spec: Spec, expected: dict, path: Path, tiers: tuple[str, ...] = TIERS,
+                       only: set[tuple[str, str]] | None = None) -> list[str]:
+    """One message per expected cell that a tier checks but the tier's config can never produce (of the cells in
+    ``only`` when given)."""
     cells_fn = registry.get(spec.runner).cells
     if cells_fn is None:
         return []
@@ -27,7 +30,8 @@ def unproducible_cells(spec: Spec, expected: dict, path: Path, tiers: tuple[str,
             producible |= cells_fn(tier_spec.suite_data.config)
         for cell in expected["cells"]:
             check = cell["checks"][tier]
-            if any(k in check for k in UNMEASURED_CHECKS) or (cell["row"], cell["column"]) in producible:
+            if any(k in check for k in UNMEASURED_CHECKS) or (cell["row"], cell["column"]) in producible \
+                    or (only is not None and (cell["row"], cell["column"]) not in only):
                 continue
             kind = next((k for k in check if k in CHECK_KINDS), None)
             out.append(f"{path}: cell ({cell['row']!r}, {cell['column']!r}) has a {kind!r} check "
@@ -47,6 +51,14 @@ def check_spec(spec: Spec, expected_root: Path | None = None, tiers: tuple[str, 
     if problems:
         raise SpecError(problems[0] + (f" (and {len(problems) - 1} more such cells)" if len(problems) > 1 else ""))
     return expected
+
+
+def selection_problems(spec: Spec, tier: str, patterns: Sequence[str] = (), data: str = "release") -> list[str]:
+    """What keeps ``run`` of ``spec`` at ``tier`` from producing its selected cells (``--cells`` patterns, data
+    variant): one line per cell; the expected file must exist and be valid (SpecError otherwise)."""
+    expected = check_spec(spec, tiers=())
+    selected = set(select_cells(spec, tier, expected, patterns, data))
+    return unproducible_cells(spec, expected, expected_path(spec.id), (tier,), only=selected)
 
 
 def validate_all(spec_root: Path | None = None, expected_root: Path | None = None) -> tuple[list[str], int]:

@@ -382,3 +382,26 @@ def test_malformed_pathfinder_directory_is_one_line_error(tmp_path: Path, file: 
         load_pathfinder(tmp_path, resolution=32, workers=1, use_cache=False)
     message = str(err.value)
     assert "\n" not in message and must in message, message
+
+
+def test_run_checks_the_cells_it_selects(project: Path, capsys: pytest.CaptureFixture) -> None:
+    """A cell no tier produces stops a run that selects it; --cells elsewhere runs; --dry-run warns."""
+    _edit_yaml(Path("expected/s4d-theorem-3.yaml"), lambda d: _add_cell(d, "weak error", "N=4096", {"bound": {"max": 1}}))
+    assert main(["run", "s4d-theorem-3", "--dry-run"]) == 0
+    assert "warning: " in capsys.readouterr().err
+    assert main(["run", "s4d-theorem-3", "--cells", "sup error/N=16", "--dry-run"]) == 0
+    assert capsys.readouterr().err == ""
+    _one_line_error(capsys, ["run", "s4d-theorem-3", "--cells", "weak error/*"], ["'N=4096'", "never produce"],
+                    project.parent)
+
+
+def test_a_spec_outside_the_spec_directory_may_be_named_freely(project: Path) -> None:
+    from runners.spec import load_spec
+
+    mine = project / "elsewhere" / "anything.yaml"
+    mine.parent.mkdir()
+    shutil.copy("reproductions/s4d_theorem6.yaml", mine)
+    assert load_spec(mine).id == "s4d-theorem-6"
+    _edit_yaml(mine, lambda d: _set(d, "id", "../x"))
+    with pytest.raises(Exception, match="key 'id'"):
+        load_spec(mine)
