@@ -3,7 +3,8 @@
 A pickle may name any importable callable (``os.system``, ``builtins.exec``, ...), which ``pickle.load`` calls.
 :func:`load_pickle` admits only what the data format holds: dicts, lists, tuples, str, bytes, numbers, booleans,
 None (built into the pickle opcodes, no lookup), bytes as Python 3 writes them at protocol 2 (a call of the
-pure function ``_codecs.encode``), and numpy arrays, whose reconstruction names exactly the globals below. Anything else raises :class:`UnsafePickleError` before it is called.
+pure function ``_codecs.encode``), and numpy arrays, whose reconstruction names exactly the globals below.
+Anything else raises :class:`UnsafePickleError` before it is called.
 """
 from __future__ import annotations
 
