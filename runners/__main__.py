@@ -19,7 +19,7 @@ from tabulate import tabulate
 
 from . import registry
 from . import results as results_mod
-from .compare import ResultsError, counts_text, judge_tier, latest_result, load_tier_results
+from .compare import ResultsError, counts_text, judge_tier, latest_result, load_result, load_tier_results
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
 from .registry import Paused
