@@ -325,9 +325,6 @@ def test_malformed_data_directory_is_one_line_error(tmp_path: Path, kind: str, f
     assert "\n" not in message and must in message, message
 
 
-@pytest.mark.xfail(strict=True, reason="expected/s4-table-4.yaml and s4d-table-5.yaml check cells at the full tier "
-                   "that no full-tier configuration produces: the 'S4 (original)' rows (the full tier trains the "
-                   "updated S4 only) and the 'Avg' columns (no runner computes the average)")
 def test_the_repository_validates(monkeypatch: pytest.MonkeyPatch) -> None:
     from runners.validate import validate_all
 
