@@ -26,7 +26,9 @@ and again the pair shares E = (z-w)(z̄-w) = a² + (Im z - Im w)(Im z + Im w) - 
 
 Scaling. Nodes far from the poles (|z| up to ~1e4 for S4's bilinear nodes at L = 16384, and
 ~1e8 next to omega = -1) would overflow |D|²; every geometric quantity is multiplied by
-kappa_l = 1 / max(1, |Re z_l|, |Im z_l|), which leaves each term unchanged.
+kappa_l ~ 1 / max(1, |Re z_l|, |Im z_l|), which leaves each term unchanged. kappa_l is a power of two (the
+one that puts max(1, |Re z_l|, |Im z_l|) kappa_l in [0.5, 1)), so the scaled differences kappa (Im z - Im w) are
+computed as exactly as Im z - Im w itself, also next to a pole.
 
 Memory: O(B (N + L)). The forward kernel holds a (BLOCK_N, BLOCK_L) tile in registers and
 loops over n; the backward kernel loops over l and reduces in registers; nothing of size
@@ -289,6 +291,22 @@ class _NullContext:
 # ----------------------------------------------------------------------------- forward kernel
 
 @triton.jit
+def _pow2_kappa(zr, zi):
+    """kappa = 2^-(e+1) for 2^e <= m = max(1, |Re z|, |Im z|) < 2^(e+1) (so m kappa is in [0.5, 1)), read off m's
+    exponent bits. A power of two makes every product with kappa exact, so kappa Im z - kappa Im w is the exactly
+    scaled difference: near a pole (z ~ w or z ~ conj(w)) it keeps the exactness of Im z - Im w, which the
+    separately rounded products of kappa = 1 / m lose (errors of order eps |z| / |z - w| relative)."""
+    m = tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)
+    if m.dtype == tl.float64:
+        e = (m.to(tl.int64, bitcast=True) >> 52) & 0x7FF
+        kappa = ((2045 - e) << 52).to(tl.float64, bitcast=True)
+    else:
+        e = (m.to(tl.int32, bitcast=True) >> 23) & 0xFF
+        kappa = ((253 - e) << 23).to(tl.float32, bitcast=True)
+    return kappa
+
+
+@triton.jit
 def _rcp(x, FAST: tl.constexpr):
     """1/x; FAST (float32 on CUDA): one hardware reciprocal (rcp.approx.ftz, ~1 ulp) without the
     range fix-ups of '/', which the kappa scaling makes unnecessary."""
@@ -373,7 +391,7 @@ def _cauchy_fwd_kernel(v_ptr, w_ptr, z_ptr, out_ptr, N, L, L_BUCKET,
     mask_l = offs_l < L
     zr = tl.load(z_ptr + 2 * offs_l, mask=mask_l, other=0.0)
     zi = tl.load(z_ptr + 2 * offs_l + 1, mask=mask_l, other=0.0)
-    kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)   # (BLOCK_L,)
+    kappa = _pow2_kappa(zr, zi)                                         # (BLOCK_L,)
     zrk = zr * kappa
     zik = zi * kappa
     zik2 = 2.0 * zik
@@ -425,7 +443,7 @@ def _bwd_tile(acc1r, acc1i, acc2r, acc2i, z_ptr, g_row, l0, L, wr, wi,
         gr = tl.load(g_row + 2 * offs_l)
         gi = tl.load(g_row + 2 * offs_l + 1)
     # per node (BLOCK_L,), shared by the BLOCK_N rows
-    kappa = 1.0 / tl.maximum(tl.maximum(tl.abs(zr), tl.abs(zi)), 1.0)
+    kappa = _pow2_kappa(zr, zi)
     zik_l = zi * kappa
     g1r = gr * kappa                                    # kappa g    (S1 terms)
     g1i = gi * kappa
