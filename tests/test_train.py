@@ -311,6 +311,30 @@ def test_resume_extends_run_with_identical_history(tmp_path):
     assert [json.loads(x)["epoch"] for x in lines] == [1, 2, 3, 4]
 
 
+def test_resume_at_another_commit_records_both(tmp_path, monkeypatch):
+    """A run resumed by other code names both commits and the step each took over (result, checkpoint, note)."""
+    from runners.train.table import segments_note
+
+    task = majority_task()
+    cfg = dict(lr=0.05, batch_size=32, scheduler="constant")
+    make = lambda: PoolClassifier()  # noqa: E731
+    monkeypatch.setenv("SSM_GIT_COMMIT", "a" * 40)
+    first = train(make, task, TrainConfig(**cfg, epochs=2), tmp_path / "r", CPU, progress=False)
+    assert [s["git_commit"] for s in first.segments] == ["a" * 40]
+    assert segments_note(first.segments) == ""
+    again = train(make, task, TrainConfig(**cfg, epochs=2), tmp_path / "r", CPU, progress=False)  # no step
+    assert again.segments == first.segments
+    monkeypatch.setenv("SSM_GIT_COMMIT", "b" * 40)
+    resumed = train(make, task, TrainConfig(**cfg, epochs=3), tmp_path / "r", CPU, progress=False)
+    steps = sum(e["steps"] for e in first.history)
+    assert [(s["git_commit"], s["from_global_step"]) for s in resumed.segments] == [("a" * 40, 0), ("b" * 40, steps)]
+    ck = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert ck["segments"] == resumed.segments
+    assert segments_note(resumed.segments) == f"; trained at commit {'a' * 12} from step 0, {'b' * 12} from step {steps}"
+    legacy = [{"git_commit": None, "from_global_step": 0}, {"git_commit": "c" * 40, "from_global_step": 7}]
+    assert "an unrecorded commit from step 0" in segments_note(legacy)
+
+
 class Killed(RuntimeError):
     pass
 

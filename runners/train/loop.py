@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 
 from runners.atomic import atomic_path
 from runners.data.base import TaskData
-from runners.results import write_json_atomic
+from runners.results import git_provenance, write_json_atomic
 from ssm_core.optim import build_optimizer
 
 from . import checkpoint as ckpt_io
@@ -79,6 +79,7 @@ class TrainResult:
     monitor: str = "val_acc"
     stop_reason: str = "completed"  # or "max_minutes", or "paused" (a deadline stopped this call; not finished)
     world_size: int = 1
+    segments: list[dict] = dataclasses.field(default_factory=list)  # the code that trained it: see code_segments
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,6 +138,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     partial: Optional[dict] = None  # evaluation of an epoch cut short by max_minutes
     elapsed_before, epoch_seconds_before = 0.0, 0.0  # wall time of earlier runs (budget, epoch timing)
     measured_before: Optional[dict] = None  # speed and memory measured by the run that saved the checkpoint
+    segments: list[dict] = []  # code of the calls that trained it (see code_segments)
     ckpt_path = run_dir / ckpt_io.CHECKPOINT_NAME
     task_sig = _task_signature(task)
     if ckpt_path.exists():
@@ -153,6 +155,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         history, partial = list(ckpt["history"]), ckpt["partial"]
         elapsed_before, epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
         measured_before = ckpt.get("measured")
+        segments = list(ckpt.get("segments", [{"git_commit": None, "from_global_step": 0}]))
         if ckpt["world_size"] == world:
             ckpt_io.set_rng_state(ckpt["rng"][rank], device)
         else:
@@ -200,7 +203,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
                 "history": history, "partial": partial_entry, "best": best_validation(history, monitor),
                 "elapsed_seconds": elapsed(), "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
-                "measured": speed_memory,
+                "measured": speed_memory, "segments": segments,
                 "rng": rng,
             }, ckpt_path)
         dist_io.barrier(info)  # no process runs ahead of the file on disk
@@ -235,6 +238,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
+            if steps_this_call == 0:
+                segments = code_segments(segments, global_step)
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
             if t_clock is None:
                 if device.type == "cuda":
@@ -293,7 +298,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                          steps_per_second=speed_memory["steps_per_second"],
                          peak_memory_mb=speed_memory["peak_memory_mb"], n_params=n_params, monitor=monitor,
                          stop_reason=stop_reason,
-                         world_size=world)
+                         world_size=world, segments=segments)
     if main:
         write_json_atomic(run_dir / "summary.json", {
             **result.to_dict(), "config": cfg.to_dict(), "model_config": model_config, "task": task_sig,
@@ -304,6 +309,20 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
 
 # ----------------------------------------------------------------------------------------------
 # pieces of the loop
+
+
+def code_segments(segments: list[dict], global_step: int) -> list[dict]:
+    """``segments`` with this call's code appended when it differs from the last segment's.
+
+    A segment is {"git_commit", "git_dirty", "git_dirty_diff_sha256" (when dirty), "from_global_step"}: the code
+    that trained from that optimizer step on. A run resumed at another commit thus records both, and its result
+    says so. A checkpoint written before segments were recorded starts with {"git_commit": None, ...}.
+    """
+    here = {**git_provenance(), "from_global_step": global_step}
+    code = {k: v for k, v in here.items() if k != "from_global_step"}
+    if segments and {k: v for k, v in segments[-1].items() if k != "from_global_step"} == code:
+        return segments
+    return [*segments, here]
 
 
 @torch.no_grad()

@@ -266,6 +266,16 @@ def column_name(col: str, metric: str, metrics: list[str], regression: bool = Fa
     return f"{col} {label}"
 
 
+def segments_note(segments: list[dict]) -> str:
+    """'' when one commit trained the cell; else '; trained at commit A from step 0, B from step n, ...'."""
+    if len(segments) < 2:
+        return ""
+    parts = [f"{seg['git_commit'][:12] if seg.get('git_commit') else 'an unrecorded commit'}"
+             f"{' plus uncommitted changes' if seg.get('git_dirty') else ''} from step {seg['from_global_step']}"
+             for seg in segments]
+    return "; trained at commit " + ", ".join(parts)
+
+
 def metric_cells(row: str, col: str, metrics: list[str], task: TaskData, result: Any = None,
                  oom: str | None = None) -> list[Cell]:
     """The cells of one (row, task): one per metric (column ``col`` alone for metrics == [test]).
@@ -390,13 +400,14 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             series[f"{row} / {col}"] = {
                 "history": result.history, "steps_per_second": result.steps_per_second,
                 "peak_memory_mb": result.peak_memory_mb, "n_params": result.n_params, "monitor": result.monitor,
-                "stop_reason": result.stop_reason, "seq_len": task.seq_len}
+                "stop_reason": result.stop_reason, "seq_len": task.seq_len, "segments": result.segments}
             value = result.test_at_best_val
             mem = f", peak memory {result.peak_memory_mb:.0f} MiB" if result.peak_memory_mb else ""
             speed = (f"{result.steps_per_second:.2f} steps/s" if result.steps_per_second
                      else "steps/s not measured")
             notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
-                         f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}; stop: {result.stop_reason}")
+                         f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}; stop: {result.stop_reason}"
+                         + segments_note(result.segments))
             ctx.cell_finished(f"{row} / {col}", cells)
     if paused:
         raise Paused(paused)
