@@ -1,5 +1,6 @@
-"""The Pathfinder learnability check: its training loop on CPU (it can pass and it can fail), its command line,
-and the check itself on a GPU (fresh Pathfinder-32 must be learned well above chance)."""
+"""The Pathfinder learnability check: its training loop on CPU (it can pass and it can fail), the shortcut probe
+(it finds a statistic that tells the label; the generator's images have none), its command line, and the check
+itself on a GPU (fresh Pathfinder-32 must be learned well above chance)."""
 import json
 import os
 
@@ -7,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from runners.data.lra.pathfinder_check import learnability, main, train_check
+from runners.data.lra.pathfinder_check import (SHORTCUT_FEATURES, _threshold_accuracy, learnability, main,
+                                              shortcut_probe, train_check)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -37,6 +39,33 @@ def test_train_check_learns_a_readable_label_and_not_a_random_one():
     assert readable["best_val_acc"] >= 0.9, readable
     assert random["best_val_acc"] <= 0.65, random  # 80 validation images: chance +- 0.06 (1 sd)
     assert readable["epochs"] == 3 and readable["n_train"] == 320 and len(readable["val_acc"]) == 3
+
+
+def test_threshold_accuracy_finds_a_leaky_statistic_and_not_a_random_one():
+    rng = np.random.default_rng(0)
+    y = rng.integers(2, size=2000)
+    leaky = y * 1.0 + rng.normal(0, 0.3, size=2000)  # shifted by the label
+    noise = rng.normal(0, 1, size=2000)
+    assert _threshold_accuracy(leaky[:1000], y[:1000], leaky[1000:], y[1000:]) > 0.9
+    assert abs(_threshold_accuracy(noise[:1000], y[:1000], noise[1000:], y[1000:]) - 0.5) < 0.06
+    flipped = -leaky  # the rule's sign is fitted too
+    assert _threshold_accuracy(flipped[:1000], y[:1000], flipped[1000:], y[1000:]) > 0.9
+
+
+def test_generated_pathfinder_has_no_global_statistic_that_tells_the_label():
+    # 400 fresh images: 200 score each statistic's threshold (chance 0.5, 1 sd 0.035)
+    probe = shortcut_probe(resolution=32, n=400, seed=3)
+    assert list(probe) == list(SHORTCUT_FEATURES)
+    assert all(acc <= 0.6 for acc in probe.values()), probe
+
+
+def test_command_line_rejects_bad_probe_settings(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--max-shortcut-acc", "0.4"])
+    assert "--max-shortcut-acc must be in (0.5, 1), got 0.4" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--probe-n", "5"])
+    assert "--probe-n must be 0 (skip) or at least 20, got 5" in capsys.readouterr().err
 
 
 def test_command_line_rejects_a_bad_min_acc(tmp_path, capsys):

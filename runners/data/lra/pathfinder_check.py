@@ -2,7 +2,10 @@
 
 ``label_problems`` reads, from the generator's records of one image, whatever would make its label
 unreadable (a broken target path, a marker off the tips, a label that disagrees with the markers' paths,
-a faint marker). ``learnability`` trains a small CNN on fresh data: a label that cannot be read from
+a faint marker). ``shortcut_probe`` asks the opposite question: whether a global statistic of the image
+(lit pixels, total intensity, the distance between the markers, connected pieces, distractors drawn) tells
+the label without following a path; each one's best threshold, fitted on half of fresh images, should score
+near chance (50 %) on the other half. ``learnability`` trains a small CNN on fresh data: a label that cannot be read from
 the image leaves every model at chance (50 %). It generates ``n`` images with
 ``runners.data.lra.pathfinder_gen``, splits them as the loader does (80/10/10), trains a small residual
 CNN for a time budget and reports the best validation accuracy. The command exits non-zero when that
@@ -32,7 +35,11 @@ from scipy import ndimage
 
 from runners.atomic import write_text_atomic
 from runners.data.lra.pathfinder import load_pathfinder
-from runners.data.lra.pathfinder_gen import PathfinderParams, SampleGeometry, generate_pathfinder, render
+from runners.data.lra.pathfinder_gen import (PathfinderParams, SampleGeometry, generate_pathfinder, pathfinder_params,
+                                            render, sample_geometry)
+
+#: the global statistics shortcut_probe tries, in the order of its result
+SHORTCUT_FEATURES = ("lit_pixels", "total_intensity", "marker_distance", "connected_pieces", "distractors")
 
 
 def _path_mask(paddles: list, p: PathfinderParams, scale: int, bridge: float) -> np.ndarray:
@@ -80,6 +87,43 @@ def label_problems(g: SampleGeometry, p: PathfinderParams, label: int, scale: in
         if image[int(round(m[0])), int(round(m[1]))] < 230:
             problems.append(f"marker at {tuple(round(c, 1) for c in m)} is faint")
     return problems
+
+
+def _global_statistics(g: SampleGeometry, p: PathfinderParams) -> list[float]:
+    """SHORTCUT_FEATURES of one image: pixels above 40/255, the sum of its pixels, the markers' distance (pixels),
+    the 8-connected pieces of its lit pixels and the distractors drawn."""
+    image = render(g, p).astype(np.float64)  # (R, R)
+    lit = image > 40
+    (y0, x0), (y1, x1) = g.markers
+    pieces = ndimage.label(lit, structure=np.ones((3, 3)))[1]
+    return [float(lit.sum()), float(image.sum()), math.hypot(y0 - y1, x0 - x1), float(pieces), float(len(g.distractors))]
+
+
+def _threshold_accuracy(f_fit: np.ndarray, y_fit: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:
+    """Held-out accuracy of the best rule 'label 1 iff s (f - t) > 0' (s = +-1, t a fitted value) fitted on f_fit."""
+    best, rule = -1.0, (1.0, 0.0)
+    for t in np.unique(f_fit):
+        for sign in (1.0, -1.0):
+            acc = float(((sign * (f_fit - t) > 0) == (y_fit == 1)).mean())
+            if acc > best:
+                best, rule = acc, (sign, float(t))
+    sign, t = rule
+    return float(((sign * (f_test - t) > 0) == (y_test == 1)).mean())
+
+
+def shortcut_probe(*, resolution: int = 32, n: int = 2000, seed: int = 0) -> dict[str, float]:
+    """{feature: held-out accuracy} of one threshold on each global statistic (SHORTCUT_FEATURES) of ``n`` fresh
+    images with random labels; the first half fits the threshold, the second half scores it. Chance is 0.5; a
+    value well above it means the label can be read without following the paths."""
+    if n < 20:
+        raise ValueError(f"shortcut_probe: n must be at least 20, got {n}")
+    p = pathfinder_params(resolution)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(2, size=n)  # (n,)
+    feats = np.array([_global_statistics(sample_geometry(rng, p, int(y)), p) for y in labels])  # (n, 5)
+    half = n // 2
+    return {name: _threshold_accuracy(feats[:half, j], labels[:half], feats[half:, j], labels[half:])
+            for j, name in enumerate(SHORTCUT_FEATURES)}
 
 
 class _Block(nn.Module):
@@ -210,21 +254,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--channels", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--probe-n", type=int, default=2000,
+                    help="fresh images for the shortcut probe (0: skip it)")
+    ap.add_argument("--max-shortcut-acc", type=float, default=0.6,
+                    help="held-out accuracy of a global statistic's threshold above which the check fails")
     ap.add_argument("--output", default=None, help="write the result as JSON here")
     args = ap.parse_args(argv)
     if not 0.0 < args.min_acc < 1.0:
         ap.error(f"--min-acc must be in (0, 1), got {args.min_acc}")
+    if not 0.5 < args.max_shortcut_acc < 1.0:
+        ap.error(f"--max-shortcut-acc must be in (0.5, 1), got {args.max_shortcut_acc}")
+    if args.probe_n != 0 and args.probe_n < 20:
+        ap.error(f"--probe-n must be 0 (skip) or at least 20, got {args.probe_n}")
+    probe = (shortcut_probe(resolution=args.resolution, n=args.probe_n, seed=args.seed + 1)
+             if args.probe_n else {})
     res = learnability(Path(args.out), resolution=args.resolution, n=args.n, gen_seed=args.seed,
                        workers=args.workers, seconds=args.minutes * 60, device=args.device, train_seed=args.seed,
                        channels=args.channels, batch_size=args.batch_size, lr=args.lr)
     res["min_acc"] = args.min_acc
-    res["passed"] = res["best_val_acc"] >= args.min_acc
+    res["shortcut_probe"] = {"n": args.probe_n, "max_acc": args.max_shortcut_acc, "held_out_acc": probe}
+    shortcuts = [name for name, acc in probe.items() if acc > args.max_shortcut_acc]
+    res["passed"] = res["best_val_acc"] >= args.min_acc and not shortcuts
     text = json.dumps(res, indent=1)
     if args.output:
         write_text_atomic(Path(args.output), text + "\n")
     print(text)
     print(f"pathfinder{args.resolution} learnability: best val acc {res['best_val_acc']:.3f} "
-          f"({'PASS' if res['passed'] else 'FAIL'}, need >= {args.min_acc})")
+          f"(need >= {args.min_acc}); shortcut probe: "
+          + (", ".join(f"{k} {v:.3f}" for k, v in probe.items()) + f" (need <= {args.max_shortcut_acc})"
+             if probe else "skipped")
+          + f": {'PASS' if res['passed'] else 'FAIL'}")
     return 0 if res["passed"] else 1
 
 
