@@ -12,7 +12,12 @@ markdown table tables/bench-kernels.md, with the official CUDA extension's numbe
 H200 and the suite's targets (runners/benchmark/official.py) beside ours.
 
     python benchmarks/bench_kernels.py                      # on a GPU
+    python benchmarks/bench_kernels.py --official ~/s4      # + side by side with the official extension (GPU)
     python benchmarks/bench_kernels.py --quick --out-dir D  # toy sizes on the CPU (TRITON_INTERPRET=1), all into D
+
+``--official PATH`` (``make bench-kernels OFFICIAL_S4=PATH``) builds the official extension from the user's
+checkout of state-spaces/s4 (runners/benchmark/official_ext.py) and times it beside ours in the same process on
+the same inputs, in interleaved rounds (section "Side by side with the official extension (same process)").
 
 Sections are functions in SECTIONS (name -> fn(cfg, device) -> list of records). The whole
 S4 / S4D layers are timed by benchmarks/bench_layers.py (`make bench-layers`).
@@ -345,6 +350,87 @@ SECTIONS: dict[str, Callable[..., list[dict[str, Any]]]] = {
 }
 
 
+#: interleaved rounds of the side-by-side section: each round takes one do_bench median of each implementation
+SIDE_BY_SIDE_ROUNDS = 5
+
+
+def side_by_side_section(cfg: BenchConfig, device: torch.device, official: Any,
+                         rounds: int = SIDE_BY_SIDE_ROUNDS) -> list[dict[str, Any]]:
+    """Ours (Triton) and ``official`` (:class:`runners.benchmark.official_ext.OfficialProducts`, or any object with
+    its ``product(op, length)``) on the same inputs at batch cfg.batches[0], every N/2 and L of ``cfg``: forward
+    and forward+backward, ``rounds`` interleaved rounds (the order alternates), medians over the rounds; and the
+    largest difference of the two outputs relative to the official output's largest entry."""
+    import statistics
+
+    warm_up_gpu(device)
+    rows: list[dict[str, Any]] = []
+    batch = cfg.batches[0]
+    for op in OPS:
+        for n in cfg.n_halves:
+            for length in cfg.lengths:
+                v, w, z, g = make_inputs(op, batch, n, length, device, cfg.seed)
+                fns = {"ours": product(op, "triton", length), "official": official.product(op, length)}
+                with torch.no_grad():
+                    out = {k: fn(v, w, z) for k, fn in fns.items()}  # (B, L) each
+                rel_diff = float((out["ours"] - out["official"]).abs().max() / out["official"].abs().max())
+                calls = {}
+                for k, fn in fns.items():
+                    vg, wg = v.clone().requires_grad_(), w.clone().requires_grad_()
+                    calls[k] = {"fwd": (lambda fn=fn: fn(v, w, z)),
+                                "fwd_bwd": (lambda fn=fn, vg=vg, wg=wg: torch.autograd.grad(fn(vg, wg, z), [vg, wg],
+                                                                                             g))}
+                times: dict[str, dict[str, list[float]]] = {k: {"fwd": [], "fwd_bwd": []} for k in fns}
+                for r in range(rounds):
+                    for k in (("ours", "official") if r % 2 == 0 else ("official", "ours")):
+                        for what in ("fwd", "fwd_bwd"):
+                            times[k][what].append(bench_ms(calls[k][what], device, warmup=50, rep=100))
+                med = {k: {what: statistics.median(ts) for what, ts in t.items()} for k, t in times.items()}
+                row = {"op": op, "batch": batch, "n_half": n, "length": length, "rounds": rounds,
+                       "ours_fwd_ms": med["ours"]["fwd"], "official_fwd_ms": med["official"]["fwd"],
+                       "ours_fwd_bwd_ms": med["ours"]["fwd_bwd"], "official_fwd_bwd_ms": med["official"]["fwd_bwd"],
+                       "ratio_fwd": med["ours"]["fwd"] / med["official"]["fwd"],
+                       "ratio_fwd_bwd": med["ours"]["fwd_bwd"] / med["official"]["fwd_bwd"],
+                       "max_rel_diff": rel_diff, "times": times}
+                print(f"{op:12s} side by side B={batch} N/2={n:3d} L={length:6d}: fwd+bwd ours "
+                      f"{row['ours_fwd_bwd_ms']:.4f} / official {row['official_fwd_bwd_ms']:.4f} ms = "
+                      f"{row['ratio_fwd_bwd']:.2f} (fwd {row['ratio_fwd']:.2f}); outputs differ by {rel_diff:.1e}",
+                      flush=True)
+                rows.append(row)
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+    return rows
+
+
+def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
+    """The section "Side by side with the official extension (same process)" (empty list without one)."""
+    from tabulate import tabulate
+
+    rows = record.get("side_by_side") or []
+    if not rows:
+        return []
+    info = record.get("official") or {}
+    lines = ["## Side by side with the official extension (same process)", "",
+             f"The official CUDA extension built from the checkout `{info.get('checkout')}` (commit "
+             f"{info.get('commit') or 'unknown'}) with its setup.py's flags, called through its own autograd "
+             f"wrappers (`cauchy_mult`, `log_vandermonde_cuda`), and ours, on the same inputs in the same process: "
+             f"medians of {rows[0]['rounds']} interleaved rounds of do_bench medians. `ours / official` below 1 "
+             "means ours is faster. `outputs differ` is max |ours - official| / max |official| (both complex64).",
+             ""]
+    table = []
+    for r in rows:
+        target = official.SIDE_BY_SIDE_TARGETS.get(r["length"])
+        met = "-" if target is None else ("yes" if r["ratio_fwd_bwd"] <= target else "no")
+        table.append([OP_TITLE[r["op"]], r["batch"], r["n_half"], r["length"], f"{r['ours_fwd_ms']:.4f}",
+                      f"{r['official_fwd_ms']:.4f}", f"{r['ratio_fwd']:.2f}", f"{r['ours_fwd_bwd_ms']:.4f}",
+                      f"{r['official_fwd_bwd_ms']:.4f}", f"{r['ratio_fwd_bwd']:.2f}",
+                      "-" if target is None else f"<= {target}", met, f"{r['max_rel_diff']:.1e}"])
+    lines.append(tabulate(table, headers=["op", "batch", "N/2", "L", "ours fwd ms", "official fwd ms",
+                                          "ours / official (fwd)", "ours fwd+bwd ms", "official fwd+bwd ms",
+                                          "ours / official (fwd+bwd)", "target", "met", "outputs differ"],
+                          tablefmt="github", disable_numparse=True))
+    return lines + [""]
+
+
 # ---------------------------------------------------------------------------------------------- reporting
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -381,6 +467,7 @@ def markdown_table(record: dict[str, Any]) -> str:
     ]
     for note in record.get("notes", []):
         lines += [f"Note: {note}", ""]
+    lines += side_by_side_markdown(record)
     lines += ["## Targets", ""]
     target_rows = []
     for (op, b, n, length), (t_ms, t_mib) in TARGETS.items():
@@ -482,6 +569,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
                         help="comma-separated implementations to time: triton, torch (default both)")
     parser.add_argument("--variants", action="store_true",
                         help="also time the Vandermonde kernels with other tl.dot precisions")
+    parser.add_argument("--official", type=Path, default=None, metavar="S4_CHECKOUT",
+                        help="also time the official CUDA extension built from this checkout of state-spaces/s4, "
+                             "side by side in this process (needs CUDA, nvcc and ninja)")
     parser.add_argument("--render", type=Path, default=None, metavar="RESULTS_JSON",
                         help="only rewrite the table (--tables-dir, default tables/) from an existing results file")
     args = parser.parse_args(argv)
@@ -510,6 +600,15 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     if not cfg.impls or not set(cfg.impls) <= {"triton", "torch"}:
         parser.error(f"--impls must name triton and/or torch, got {args.impls!r}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    official_products = None
+    if args.official is not None:  # built before anything is timed: a checkout that fails stops the run here
+        from runners.benchmark.official_ext import OfficialExtensionError, load_official
+        from runners.run import RUNS_DIR
+
+        try:
+            official_products = load_official(args.official, REPO / RUNS_DIR / "official-extension-build")
+        except OfficialExtensionError as exc:
+            parser.error(str(exc))
 
     from runners.results import environment, new_result_path, utc_now, write_json_atomic
 
@@ -517,6 +616,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
                               "config": asdict(cfg), "official_h200": {"|".join(map(str, k)): v
                                                                         for k, v in OFFICIAL_H200.items()}}
     sections = dict(SECTIONS, **({"precision_variants": precision_section} if args.variants else {}))
+    if official_products is not None:
+        record["official"] = {"checkout": official_products.checkout, "commit": official_products.commit}
+        sections = {"side_by_side": lambda c, d: side_by_side_section(c, d, official_products), **sections}
     path = new_result_path("bench-kernels", "quick" if cfg.quick else "gpu", root=out_dir)
     # where the file is committed (results/bench-kernels/), whatever --out-dir it was first written to
     record["results_file"] = str(path) if cfg.quick else f"results/bench-kernels/{path.name}"

@@ -68,6 +68,20 @@ def test_command_line_rejects_bad_probe_settings(tmp_path, capsys):
     assert "--probe-n must be 0 (skip) or at least 20, got 5" in capsys.readouterr().err
 
 
+def test_whole_check_runs_on_cpu_at_a_tiny_size(tmp_path, capsys):
+    # generation, loading, training, the probe and the JSON, end to end (too small to learn: the verdict is FAIL)
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    out = tmp_path / "check.json"
+    code = main(["--out", str(tmp_path / "data"), "--n", "100", "--minutes", "0.001", "--device", "cpu",
+                 "--workers", "1", "--channels", "8", "--probe-n", "40", "--output", str(out)])
+    res = json.loads(out.read_text())
+    assert (res["n_train"], res["n_val"], res["epochs"]) == (80, 10, 1)
+    assert set(res["shortcut_probe"]["held_out_acc"]) == set(SHORTCUT_FEATURES)
+    assert res["environment"]["git_commit"] and res["environment"]["device"] == "cpu"
+    assert code == (0 if res["passed"] else 1)
+    assert "shortcut probe:" in capsys.readouterr().out
+
+
 def test_command_line_rejects_a_bad_min_acc(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path), "--min-acc", "1.5"])

@@ -28,3 +28,6 @@ LAYERS_H200 = {
 }
 # Targets for the layers: (mode, H, B, L) -> fwd+bwd ms at most (memory: no more than the official layer's).
 LAYER_TARGET_MS = {("s4", 256, 32, 4096): 2.7, ("s4d", 256, 32, 4096): 1.9}
+# Targets side by side with the official extension in one process (benchmarks/bench_kernels.py --official):
+# L -> ours / official fwd+bwd time at most, for both products.
+SIDE_BY_SIDE_TARGETS = {1024: 1.0, 4096: 1.0, 16384: 0.5}

@@ -271,6 +271,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     res = learnability(Path(args.out), resolution=args.resolution, n=args.n, gen_seed=args.seed,
                        workers=args.workers, seconds=args.minutes * 60, device=args.device, train_seed=args.seed,
                        channels=args.channels, batch_size=args.batch_size, lr=args.lr)
+    from runners.results import environment
+
+    res["environment"] = environment(torch.device(args.device))  # card, versions, commit
     res["min_acc"] = args.min_acc
     res["shortcut_probe"] = {"n": args.probe_n, "max_acc": args.max_shortcut_acc, "held_out_acc": probe}
     shortcuts = [name for name, acc in probe.items() if acc > args.max_shortcut_acc]

@@ -1,0 +1,100 @@
+"""Side by side with the official extension: the checkout's checks, the interleaved timing section and its table
+(on the CPU with a stand-in for the official products: the reference implementations)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from runners.benchmark import official
+from runners.benchmark.official_ext import (KERNEL_DIR, REQUIRED, OfficialExtensionError, check_checkout,
+                                            load_official)
+from ssm_core.ops.reference import cauchy_terms, log_vandermonde_terms
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_kernels_sbs", REPO / "benchmarks" / "bench_kernels.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return bench
+
+
+class ReferenceAsOfficial:
+    """The official products' calling conventions around the suite's float references."""
+
+    def product(self, op: str, length: int):
+        if op == "cauchy":
+            return lambda v, w, z: cauchy_terms(v, z, w)
+        return lambda v, w, z: log_vandermonde_terms(v, w, torch.arange(length, dtype=torch.float32))
+
+
+def test_checkout_that_is_not_one_is_named_with_what_is_missing(tmp_path):
+    with pytest.raises(OfficialExtensionError, match="not a directory"):
+        check_checkout(tmp_path / "nowhere")
+    (tmp_path / KERNEL_DIR).mkdir(parents=True)
+    (tmp_path / KERNEL_DIR / "cauchy.cpp").write_text("")
+    with pytest.raises(OfficialExtensionError) as err:
+        check_checkout(tmp_path)
+    for name in REQUIRED[1:]:
+        assert str(KERNEL_DIR / name) in str(err.value)
+    assert str(KERNEL_DIR / "cauchy.cpp") not in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only refusal")
+def test_official_extension_refuses_without_cuda(tmp_path):
+    (tmp_path / KERNEL_DIR).mkdir(parents=True)
+    for name in REQUIRED:
+        (tmp_path / KERNEL_DIR / name).write_text("")
+    with pytest.raises(OfficialExtensionError, match="CUDA only"):
+        load_official(tmp_path, tmp_path / "build")
+
+
+def test_command_line_stops_on_a_bad_checkout(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _bench().main(["--quick", "--out-dir", str(tmp_path), "--official", str(tmp_path / "nowhere")])
+    assert "not a directory" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.json"))  # nothing written before the checkout is known to build
+
+
+def test_side_by_side_section_times_both_on_the_same_inputs():
+    bench = _bench()
+    cfg = bench.BenchConfig(batches=[2], n_halves=[4], lengths=[16, 40], quick=True)
+    rows = bench.side_by_side_section(cfg, torch.device("cpu"), ReferenceAsOfficial(), rounds=2)
+    assert [(r["op"], r["length"]) for r in rows] == [("cauchy", 16), ("cauchy", 40), ("vandermonde", 16),
+                                                      ("vandermonde", 40)]
+    for r in rows:
+        assert r["max_rel_diff"] < 1e-4  # the same function: the Triton kernel vs the reference
+        assert len(r["times"]["ours"]["fwd_bwd"]) == len(r["times"]["official"]["fwd"]) == 2
+        assert r["ratio_fwd_bwd"] == pytest.approx(r["ours_fwd_bwd_ms"] / r["official_fwd_bwd_ms"])
+
+
+def test_side_by_side_table_judges_each_length_by_its_target():
+    bench = _bench()
+
+    def row(op, length, ours, off):
+        return {"op": op, "batch": 1024, "n_half": 32, "length": length, "rounds": 5, "ours_fwd_ms": 0.1,
+                "official_fwd_ms": 0.2, "ratio_fwd": 0.5, "ours_fwd_bwd_ms": ours, "official_fwd_bwd_ms": off,
+                "ratio_fwd_bwd": ours / off, "max_rel_diff": 3e-7}
+
+    rows = [row("cauchy", 1024, 0.30, 0.31), row("cauchy", 16384, 1.5, 2.5), row("vandermonde", 4096, 0.5, 0.4),
+            row("vandermonde", 2048, 0.5, 0.4)]
+    text = "\n".join(bench.side_by_side_markdown({"side_by_side": rows, "official": {"checkout": "/x/s4",
+                                                                                        "commit": "abc"}}))
+    assert text.startswith("## Side by side with the official extension (same process)")
+    assert "`/x/s4` (commit abc)" in text and "medians of 5 interleaved rounds" in text
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
+             if line.startswith(("| Cauchy", "| Vandermonde"))]
+    assert [(c[3], c[9], c[10], c[11]) for c in cells] == [
+        ("1024", "0.97", "<= 1.0", "yes"), ("16384", "0.60", "<= 0.5", "no"), ("4096", "1.25", "<= 1.0", "no"),
+        ("2048", "1.25", "-", "-")]
+    assert official.SIDE_BY_SIDE_TARGETS == {1024: 1.0, 4096: 1.0, 16384: 0.5}
+    assert bench.side_by_side_markdown({"side_by_side": []}) == []
