@@ -12,13 +12,34 @@ NORMS = ("batch", "layer")
 POOLS = ("mean", "last", "none")
 
 
-def pool_sequence(h: Tensor, pool: str) -> Tensor:
-    """(B, L, D) -> (B, D): mean over positions or the last position; 'none' keeps (B, L, D)."""
+def pool_sequence(h: Tensor, pool: str, valid: Tensor | None = None) -> Tensor:
+    """(B, L, D) -> (B, D): mean over positions or the last position; 'none' keeps (B, L, D).
+
+    ``valid`` (B, L) bool, optional: the positions that hold the sequence (a prefix of each row: right padding
+    after it). Then 'mean' averages the valid positions only and 'last' takes the last valid one, as the authors'
+    LRA pipeline pools padded token sequences (its decoder restricted to each sequence's length); S4 Appendix D.2
+    says "mean pooling along the length dimension" and is silent on padding.
+    """
     if pool == "mean":
-        return h.mean(dim=1)
+        if valid is None:
+            return h.mean(dim=1)
+        weights = valid.to(h.dtype).unsqueeze(-1)  # (B, L, 1)
+        return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
     if pool == "last":
-        return h[:, -1]
+        if valid is None:
+            return h[:, -1]
+        last = (valid.sum(dim=1) - 1).clamp_min(0)  # (B,)
+        return h[torch.arange(h.shape[0], device=h.device), last]
     return h
+
+
+def valid_positions(x: Tensor, pad_id: int | None) -> Tensor | None:
+    """(B, L) bool: the token positions of ``x`` (B, L) that are not ``pad_id``; None without a pad_id."""
+    if pad_id is None:
+        return None
+    if x.dim() != 2 or x.is_floating_point():
+        raise ValueError(f"pad_id={pad_id} is for (B, L) integer tokens, got {tuple(x.shape)} {x.dtype}")
+    return x != pad_id
 
 
 class _BatchNormOverLength(nn.BatchNorm1d):
@@ -65,14 +86,20 @@ class SequenceModel(nn.Module):
 
     forward: (B, L) token ids (vocab_size set) or (B, L, d_input) floats -> (B, d_output), or (B, L, d_output)
     with pool='none'. ``layer`` holds SSMLayer keyword arguments (mode, d_state, init, bidirectional, ...).
+    ``pad_id`` (token inputs only): pooling leaves out the right padding (:func:`pool_sequence`); the layers still
+    run over the whole padded sequence.
     """
 
     def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
                  layer: dict[str, Any] | None = None, norm: str = "layer", prenorm: bool = True,
-                 dropout: float = 0.0, pool: str = "mean", vocab_size: int | None = None):
+                 dropout: float = 0.0, pool: str = "mean", vocab_size: int | None = None,
+                 pad_id: int | None = None):
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"pool={pool!r} not allowed; choose one of: {', '.join(POOLS)}")
+        if pad_id is not None and not vocab_size:
+            raise ValueError("pad_id is for token inputs: give vocab_size too")
+        self.pad_id = pad_id
         layer_kwargs = {"dropout": dropout, **(layer or {})}
         self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(
@@ -85,10 +112,11 @@ class SequenceModel(nn.Module):
 
     def features(self, x: Tensor, rate: float = 1.0) -> Tensor:
         """-> pooled features (B, H), or (B, L, H) with pool='none'."""
+        valid = valid_positions(x, self.pad_id) if self.pool != "none" else None  # (B, L) or None
         h = self.encoder(x)  # (B, L, H)
         for block in self.blocks:
             h = block(h, rate=rate)
-        return pool_sequence(self.final_norm(h), self.pool)
+        return pool_sequence(self.final_norm(h), self.pool, valid)
 
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
         return self.decoder(self.features(x, rate=rate))

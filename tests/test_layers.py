@@ -160,3 +160,48 @@ def test_training_with_kernel_graphs_matches_eager(mode, kwargs, monkeypatch):
     assert captured > 0
     worst = max(abs(a - b) / abs(b) for a, b in zip(graphed, eager))
     assert worst <= 1e-6, (worst, graphed, eager)
+
+
+# ---------------------------------------------------------------------------------------------- pooling over padding
+
+def _padded(tokens: list[list[int]], length: int) -> torch.Tensor:
+    out = torch.zeros(len(tokens), length, dtype=torch.long)  # (B, L), pad id 0
+    for b, seq in enumerate(tokens):
+        out[b, :len(seq)] = torch.tensor(seq)
+    return out
+
+
+def test_pool_sequence_over_valid_positions_against_a_loop():
+    torch.manual_seed(0)
+    h = torch.randn(3, 7, 4, dtype=torch.float64)  # (B, L, D)
+    lengths = [7, 3, 1]
+    valid = torch.arange(7)[None, :] < torch.tensor(lengths)[:, None]  # (B, L)
+    from ssm_core.blocks import pool_sequence
+
+    mean = pool_sequence(h, "mean", valid)
+    last = pool_sequence(h, "last", valid)
+    for b, n in enumerate(lengths):
+        torch.testing.assert_close(mean[b], h[b, :n].mean(0))
+        torch.testing.assert_close(last[b], h[b, n - 1])
+    torch.testing.assert_close(pool_sequence(h, "mean"), h.mean(1))  # no mask: every position
+
+
+@pytest.mark.parametrize("pool", ["mean", "last"])
+def test_causal_models_pooled_over_valid_tokens_ignore_how_much_padding_follows(pool):
+    """A causal model's outputs at the sequence's positions do not see the right padding, so with pad_id the pooled
+    features are the same at any padded length; without it, they change (the padding is averaged in)."""
+    from ssm_core.baselines.attention import TransformerModel
+
+    torch.manual_seed(0)
+    tokens = [[3, 5, 7, 2], [4, 4, 9, 11, 6, 2], [8, 2]]
+    short, long = _padded(tokens, 8), _padded(tokens, 21)
+    ssm = SequenceModel(0, 5, d_model=8, n_layers=2, vocab_size=12, norm="layer", pool=pool, pad_id=0,
+                        layer=dict(mode="s4d", d_state=8, bidirectional=False)).double().eval()
+    att = TransformerModel(12, 5, d_model=8, n_layers=1, n_heads=2, causal=True, pool=pool, pad_id=0).double().eval()
+    with torch.no_grad():
+        for model in (ssm, att):
+            torch.testing.assert_close(model(short), model(long))
+            model.pad_id = None
+            assert not torch.allclose(model(short), model(long))
+    with pytest.raises(ValueError, match="pad_id is for token inputs"):
+        SequenceModel(3, 5, pad_id=0)

@@ -238,6 +238,15 @@ def prepare_data(col: str, task: dict, ctx: RunContext) -> Path:
     return root
 
 
+def with_pad_id(model_kwargs: dict, task: TaskData) -> dict:
+    """``model_kwargs`` plus the task's pad_id for a pooled model on padded tokens (pooling then leaves the padding
+    out, as the authors' LRA pipeline does); the pad_id enters the model configuration a checkpoint records."""
+    pad_id = task.info.get("pad_id")
+    if pad_id is None or not task.vocab_size or model_kwargs.get("pool", "mean") == "none" or "pad_id" in model_kwargs:
+        return model_kwargs
+    return {**model_kwargs, "pad_id": pad_id}
+
+
 def build_model(arch: str, kwargs: dict, task: TaskData) -> nn.Module:
     """An SSM backbone (ssm_core.SequenceModel) or a Transformer baseline sized for ``task``."""
     from ssm_core import DualSequenceClassifier, SequenceModel
@@ -357,7 +366,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             ctx.cell_started(f"{row} / {col}", cells)
             row_cfg = cfg.models[row]
             arch = row_cfg["arch"]
-            model_kwargs = cfg.cell_model(row, col)
+            model_kwargs = with_pad_id(cfg.cell_model(row, col), task)
             train_dict = cfg.cell_train(row, col)
             train_dict.setdefault("seed", ctx.seed)  # the run's seed unless the spec gives the cell one
             train_cfg = TrainConfig.from_dict(train_dict)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..blocks import POOLS, pool_sequence
+from ..blocks import POOLS, pool_sequence, valid_positions
 
 ATTENTIONS = ("softmax", "performer", "linear")
 IMPLS = ("materialized", "sdpa")
@@ -246,9 +246,13 @@ class TransformerModel(nn.Module):
     def __init__(self, vocab_size: int | None, d_output: int, d_model: int = 256, n_layers: int = 4,
                  n_heads: int = 4, qkv_dim: int | None = None, ffn_dim: int = 0, attention: str = "softmax",
                  impl: str = "materialized", causal: bool = False, pool: str = "mean",
-                 n_features: int | None = None, dropout: float = 0.0, feature_seed: int = 0, d_input: int = 1):
+                 n_features: int | None = None, dropout: float = 0.0, feature_seed: int = 0, d_input: int = 1,
+                 pad_id: int | None = None):
         super().__init__()
         self.pool = _check("pool", pool, POOLS)
+        if pad_id is not None and not vocab_size:
+            raise ValueError("pad_id is for token inputs: give vocab_size too")
+        self.pad_id = pad_id  # pooling leaves out the right padding (attention still sees it)
         self.d_model, self.causal = d_model, causal
         self.embedding = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(
@@ -269,7 +273,8 @@ class TransformerModel(nn.Module):
         h = self.embedding(x) + sinusoidal_positions(pos, self.d_model).to(self.embedding.weight.dtype)
         for block in self.blocks:
             h = block(h)  # (B, L, D)
-        return pool_sequence(self.final_norm(h), self.pool)
+        valid = valid_positions(x, self.pad_id) if self.pool != "none" else None  # (B, L) or None
+        return pool_sequence(self.final_norm(h), self.pool, valid)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.decoder(self.features(x))
