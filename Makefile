@@ -53,7 +53,7 @@ bench-kernels: setup
 	$(PY) benchmarks/bench_kernels.py $(if $(OFFICIAL_S4),--official $(OFFICIAL_S4))
 
 bench-layers: setup
-	$(PY) benchmarks/bench_layers.py
+	$(PY) benchmarks/bench_layers.py $(if $(OFFICIAL_S4),--official $(OFFICIAL_S4))
 
 table-2: setup ; $(call TABLE,s4-table-2)
 table-3: setup ; $(call TABLE,s4-table-3)

@@ -16,6 +16,12 @@ tables/bench-layers.md, with the official FFTConv's H200 numbers and the targets
     python benchmarks/bench_layers.py                       # on a GPU
     python benchmarks/bench_layers.py --profile             # ... and a torch.profiler table (--profile-file)
     python benchmarks/bench_layers.py --quick --out-dir D   # toy sizes on the CPU, JSON and table into D
+    python benchmarks/bench_layers.py --official ~/s4       # + the official FFTConv side by side (GPU)
+
+``--official PATH`` (``make bench-layers OFFICIAL_S4=PATH``) builds the official extension from the user's checkout
+of state-spaces/s4, imports its FFTConv (runners/benchmark/official_ext.py) and times it beside our layer (output
+'none', the same computation) in the same process on the same inputs, in interleaved rounds (section "Side by side
+with the official extension (same process)").
 """
 from __future__ import annotations
 
@@ -153,6 +159,84 @@ def _layer_row(mode: str, backend: str, output: str, h: int, b: int, length: int
         row.update(ms="X", peak_mib="X", error=f"{type(exc).__name__}: {str(exc)[:300]}")
         traceback.print_exc()
     return row
+
+
+#: interleaved rounds of the side-by-side section (each: one bench_step of each layer, the order alternating)
+SIDE_BY_SIDE_ROUNDS = 3
+
+
+def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module], device: torch.device,
+                      shapes: list[tuple[int, int, int]], rounds: int = SIDE_BY_SIDE_ROUNDS) -> list[dict[str, Any]]:
+    """Our layer (Triton backend, output 'none', (B, H, L)) and ``make_official(mode, H, L)`` (the official FFTConv,
+    whose forward returns (y, state)) on the same input and output gradient, for S4 and S4D at each (H, B, L):
+    forward+backward ms (median over ``rounds`` interleaved rounds) and peak MiB of each, and their ratio."""
+    import statistics
+
+    rows = []
+    for mode in ("s4", "s4d"):
+        for h, b, length in shapes:
+            row: dict[str, Any] = {"mode": mode, "H": h, "B": b, "L": length, "rounds": rounds}
+            try:
+                layers = {"ours": make_layer(mode, h, "triton", "none", True, device),
+                          "official": make_official(mode, h, length).to(device)}
+                torch.manual_seed(1)
+                x = torch.randn(b, h, length, device=device, requires_grad=True)  # (B, H, L)
+                g = torch.randn(b, h, length, device=device)
+                fwd = {"ours": lambda: layers["ours"](x), "official": lambda: layers["official"](x)[0]}
+                steps = {k: (lambda f=f: f().backward(g)) for k, f in fwd.items()}
+                grads = {k: [x, *[p for p in layer.parameters() if p.requires_grad]] for k, layer in layers.items()}
+                ms: dict[str, list[float]] = {"ours": [], "official": []}
+                peak: dict[str, Any] = {}
+                for r in range(rounds):
+                    for k in (("ours", "official") if r % 2 == 0 else ("official", "ours")):
+                        res = bench_step(steps[k], grads[k], device)
+                        ms[k].append(res["ms"])
+                        peak.setdefault(k, res["peak_mib"])
+                for k in ms:
+                    row[f"{k}_ms"] = round(statistics.median(ms[k]), 4)
+                    row[f"{k}_mib"] = peak[k]
+                row["ratio"] = row["ours_ms"] / row["official_ms"]
+                row["times"] = ms
+                del layers, x, g
+            except Exception as exc:  # recorded with the reason (e.g. out of memory); the other rows go on
+                row.update(error=f"{type(exc).__name__}: {str(exc)[:300]}")
+                traceback.print_exc()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            print(f"{mode:4s} side by side H={h:4d} B={b:3d} L={length:6d}: "
+                  + (row["error"] if "error" in row else
+                     f"ours {row['ours_ms']} ms / official {row['official_ms']} ms = {row['ratio']:.2f}"),
+                  flush=True)
+            rows.append(row)
+    return rows
+
+
+def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
+    """The section "Side by side with the official extension (same process)" (empty list without one)."""
+    from tabulate import tabulate
+
+    rows = record.get("side_by_side") or []
+    if not rows:
+        return []
+    info = record.get("official") or {}
+    lines = ["## Side by side with the official extension (same process)", "",
+             f"The official `FFTConv` of the checkout `{info.get('checkout')}` (commit {info.get('commit') or 'unknown'})"
+             ", with the CUDA extension built from it, and our layer (output 'none', the same computation: kernel, "
+             "FFT convolution, D skip, GELU), N = 64, on the same input and output gradient in the same process: "
+             f"medians of {rows[0]['rounds']} interleaved rounds of one forward+backward. `ours / official` below 1 "
+             f"means ours is faster; target: <= {official.SIDE_BY_SIDE_LAYER_TARGET} at every size.", ""]
+    table = []
+    for r in rows:
+        if "error" in r:
+            table.append([r["mode"].upper(), r["H"], r["B"], r["L"], "X", "X", "X", "X", "X", "-", r["error"][:80]])
+            continue
+        met = "yes" if r["ratio"] <= official.SIDE_BY_SIDE_LAYER_TARGET else "no"
+        table.append([r["mode"].upper(), r["H"], r["B"], r["L"], f"{r['ours_ms']:.3f}", f"{r['official_ms']:.3f}",
+                      f"{r['ratio']:.2f}", _fmt(r["ours_mib"], 4), _fmt(r["official_mib"], 4), met, ""])
+    lines.append(tabulate(table, headers=["layer", "H", "B", "L", "ours ms", "official ms", "ours / official",
+                                          "ours MiB", "official MiB", "met", "error"], tablefmt="github",
+                          disable_numparse=True))
+    return lines + [""]
 
 
 def copy_bandwidth_gbs(device: torch.device) -> float | None:
@@ -297,6 +381,7 @@ def markdown_table(record: dict[str, Any]) -> str:
     ]
     if record.get("code"):
         lines += [f"Code measured: {record['code']}", ""]
+    lines += side_by_side_markdown(record)
     for note in record.get("notes", []):
         lines += [f"Note: {note}", ""]
     if record.get("copy_bandwidth_gbs"):
@@ -352,7 +437,19 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     parser.add_argument("--profile", action="store_true", help="also write a torch.profiler table (CUDA only)")
     parser.add_argument("--profile-file", type=Path, default=None, help="default: <out-dir>/profile-layers.txt")
     parser.add_argument("--key-only", action="store_true", help="only the rows at H=256, B=32, L=4096")
+    parser.add_argument("--official", type=Path, default=None, metavar="S4_CHECKOUT",
+                        help="also time the official FFTConv of this checkout of state-spaces/s4, with its CUDA "
+                             "extension built from it, side by side in this process (needs CUDA, nvcc and ninja)")
     args = parser.parse_args(argv)
+    official_module = None
+    if args.official is not None:  # loaded before anything is timed: a checkout that fails stops the run here
+        from runners.benchmark.official_ext import OfficialExtensionError, load_official_layer
+        from runners.run import RUNS_DIR
+
+        try:
+            official_module = load_official_layer(args.official, REPO / RUNS_DIR / "official-extension-build")
+        except OfficialExtensionError as exc:
+            parser.error(str(exc))
 
     from runners.results import environment, new_result_path, utc_now, write_json_atomic
 
@@ -380,6 +477,15 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         "host": host_ms(device, args.quick), "rows": [],
     }
     write_json_atomic(path, record)  # the reserved file holds the record from the start
+    if official_module is not None:
+        from runners.benchmark.official_ext import checkout_commit, official_fftconv
+
+        record["official"] = {"checkout": str(args.official.resolve()), "commit": checkout_commit(args.official)}
+        shapes = [KEY] if args.key_only else (QUICK_SHAPES if args.quick else SHAPES)
+        record["side_by_side"] = side_by_side_rows(
+            lambda mode, h, length: official_fftconv(official_module, mode, h, length, D_STATE), device, shapes)
+        write_json_atomic(path, record)
+        write_text_atomic(table_path, markdown_table(record))
     specs = plan(args.quick)
     if args.key_only:
         specs = [s for s in specs if (s["h"], s["b"], s["length"]) == KEY]

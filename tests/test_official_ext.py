@@ -1,5 +1,6 @@
-"""Side by side with the official extension: the checkout's checks, the interleaved timing section and its table
-(on the CPU with a stand-in for the official products: the reference implementations)."""
+"""Side by side with the official extension: the checkout's checks, the interleaved timing sections of the kernel
+and layer benchmarks and their tables (on the CPU with stand-ins for the official code: the reference products,
+and a layer with the official FFTConv's interface)."""
 from __future__ import annotations
 
 import importlib.util
@@ -98,3 +99,81 @@ def test_side_by_side_table_judges_each_length_by_its_target():
         ("2048", "1.25", "-", "-")]
     assert official.SIDE_BY_SIDE_TARGETS == {1024: 1.0, 4096: 1.0, 16384: 0.5}
     assert bench.side_by_side_markdown({"side_by_side": []}) == []
+
+
+# ---------------------------------------------------------------------------------------------- layers
+
+def _bench_layers():
+    spec = importlib.util.spec_from_file_location("bench_layers_sbs", REPO / "benchmarks" / "bench_layers.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return bench
+
+
+class TupleLayer(torch.nn.Module):
+    """A stand-in with the official FFTConv's interface: (B, H, L) -> ((B, H, L), state)."""
+
+    def __init__(self, mode: str, h: int):
+        super().__init__()
+        from ssm_core import SSMLayer
+
+        self.layer = SSMLayer(h, 8, mode=mode, output="none", transposed=True, backend="torch")
+
+    def forward(self, x):
+        return self.layer(x), None
+
+
+def test_layer_side_by_side_rows_and_table():
+    bench = _bench_layers()
+    made = []
+
+    def make_official(mode, h, length):
+        made.append((mode, h, length))
+        return TupleLayer(mode, h)
+
+    # the harness is under test here, not the kernels: ours on the torch backend too (the interpreter is slow)
+    bench.make_layer = lambda mode, h, backend, output, transposed, device: TupleLayer(mode, h).layer
+    rows = bench.side_by_side_rows(make_official, torch.device("cpu"), [(8, 2, 32)], rounds=2)
+    assert made == [("s4", 8, 32), ("s4d", 8, 32)]
+    assert [(r["mode"], r["H"], r["B"], r["L"]) for r in rows] == [("s4", 8, 2, 32), ("s4d", 8, 2, 32)]
+    for r in rows:
+        assert "error" not in r, r
+        assert len(r["times"]["ours"]) == len(r["times"]["official"]) == 2
+        assert r["ratio"] == pytest.approx(r["ours_ms"] / r["official_ms"])
+    rows.append({"mode": "s4", "H": 512, "B": 8, "L": 16384, "rounds": 2, "error": "OutOfMemoryError: x"})
+    text = "\n".join(bench.side_by_side_markdown({"side_by_side": rows, "official": {"checkout": "/x/s4"}}))
+    assert text.startswith("## Side by side with the official extension (same process)")
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| S4")]
+    assert [c[6] for c in cells[:2]] == [f"{r['ratio']:.2f}" for r in rows[:2]]
+    assert cells[2][4] == "X" and "OutOfMemoryError" in cells[2][10]
+
+
+def test_layer_side_by_side_records_a_failing_official_layer():
+    bench = _bench_layers()
+
+    def broken(mode, h, length):
+        raise RuntimeError("kernel not registered")
+
+    rows = bench.side_by_side_rows(broken, torch.device("cpu"), [(8, 2, 32)], rounds=1)
+    assert all("RuntimeError: kernel not registered" in r["error"] for r in rows)
+
+
+def test_official_layer_needs_the_layer_file(tmp_path):
+    from runners.benchmark.official_ext import load_official_layer
+
+    (tmp_path / KERNEL_DIR).mkdir(parents=True)
+    for name in REQUIRED:
+        (tmp_path / KERNEL_DIR / name).write_text("")
+    with pytest.raises(OfficialExtensionError, match="missing models/s4/s4.py"):
+        load_official_layer(tmp_path, tmp_path / "build")
+
+
+def test_layer_command_line_stops_on_a_bad_checkout(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _bench_layers().main(["--quick", "--out-dir", str(tmp_path), "--official", str(tmp_path / "nowhere")])
+    assert "not a directory" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.json"))

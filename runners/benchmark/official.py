@@ -31,3 +31,6 @@ LAYER_TARGET_MS = {("s4", 256, 32, 4096): 2.7, ("s4d", 256, 32, 4096): 1.9}
 # Targets side by side with the official extension in one process (benchmarks/bench_kernels.py --official):
 # L -> ours / official fwd+bwd time at most, for both products.
 SIDE_BY_SIDE_TARGETS = {1024: 1.0, 4096: 1.0, 16384: 0.5}
+# Layers side by side with the official FFTConv in one process (benchmarks/bench_layers.py --official): ours / official
+# forward+backward time at most, at every measured size.
+SIDE_BY_SIDE_LAYER_TARGET = 0.5

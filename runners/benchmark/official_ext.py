@@ -6,6 +6,10 @@ the checkout's ``setup.py``, registers the result as the module ``structured_ker
 and imports the checkout's ``cauchy.py`` and ``vandermonde.py`` from their files, so that what is timed is the
 official path as its users call it: autograd wrapper, argument checks and CUDA kernels.
 
+:func:`load_official_layer` then imports the checkout's ``models/s4/s4.py`` (its ``FFTConv`` layer, which finds
+that extension through ``extensions.kernels``), and stops unless the module reports the extension found (it would
+otherwise fall back to slower kernels); :func:`official_fftconv` builds its layer at a benchmark size.
+
 Calling conventions (both products on conjugate-pair halves, complex64, CUDA):
     official cauchy_mult(v (B, N/2), z (L,), w (B, N/2)) -> (B, L)      sum_n v_n / (z - w_n) + conj. pairs
     official log_vandermonde_cuda(v (B, N/2), x (B, N/2), L) -> (B, L)  2 Re sum_n v_n exp(x_n l)
@@ -19,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 #: files of a state-spaces/s4 checkout the side-by-side benchmark needs
 KERNEL_DIR = Path("extensions") / "kernels"
@@ -64,7 +68,7 @@ def check_checkout(checkout: Path) -> Path:
     return kernels
 
 
-def _commit(checkout: Path) -> Optional[str]:
+def checkout_commit(checkout: Path) -> Optional[str]:
     try:
         out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10)
@@ -111,4 +115,35 @@ def load_official(checkout: Path, build_dir: Path) -> OfficialProducts:
             raise OfficialExtensionError(f"{module.__file__}: no function {attr}; this checkout's wrappers differ "
                                          "from the ones the benchmark knows")
     return OfficialProducts(cauchy.cauchy_mult, vandermonde.log_vandermonde_cuda, str(Path(checkout).resolve()),
-                            _commit(Path(checkout)))
+                            checkout_commit(Path(checkout)))
+
+
+#: the layer module of a checkout (relative to its root) and the FFTConv kernel of each suite mode
+LAYER_FILE = Path("models") / "s4" / "s4.py"
+LAYER_KERNELS = {"s4": "s4", "s4d": "s4d"}
+
+
+def load_official_layer(checkout: Path, build_dir: Path) -> ModuleType:
+    """The checkout's models/s4/s4.py, imported with the extension :func:`load_official` builds (see the module
+    docstring); OfficialExtensionError when the file is missing or the module did not find the extension."""
+    checkout = Path(checkout)
+    if not (checkout / LAYER_FILE).is_file():
+        check_checkout(checkout)  # names a wrong path first
+        raise OfficialExtensionError(f"OFFICIAL_S4={checkout}: missing {LAYER_FILE} (the official FFTConv layer)")
+    load_official(checkout, build_dir)
+    root = str(checkout.resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)  # the layer imports extensions.kernels.cauchy / .vandermonde from the root
+    module = _import_file("official_s4_layer", checkout / LAYER_FILE)
+    if not getattr(module, "has_cuda_extension", False):
+        raise OfficialExtensionError(f"{checkout / LAYER_FILE} did not find the CUDA extension it was built with "
+                                     "(has_cuda_extension is False); its layer would time its fallback kernels")
+    return module
+
+
+def official_fftconv(module: Any, mode: str, d_model: int, length: int, d_state: int) -> Any:
+    """The official FFTConv (kernel 's4' = DPLR or 's4d' = diagonal, GELU, (B, H, L) input) for one size."""
+    if mode not in LAYER_KERNELS:
+        raise ValueError(f"mode must be one of {sorted(LAYER_KERNELS)}, got {mode!r}")
+    return module.FFTConv(d_model, l_max=length, activation="gelu", transposed=True, mode=LAYER_KERNELS[mode],
+                          d_state=d_state)
