@@ -46,6 +46,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_logs(args.log)
     status = 0
     specs = []
+    if args.cells_per_gpu != 1 and not args.gpus:
+        raise SpecError("--cells-per-gpu applies with --gpus")
     if (args.cells or args.data != "release" or args.gpus or args.unit) and len(args.spec) != 1:
         raise SpecError("--cells, --data, --gpus and --unit apply to one spec: name exactly one")
     for name in args.spec or [str(p) for p in spec_paths()]:
@@ -93,6 +95,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
     """``run --gpus``: one training cell per GPU in its own process (runners/scheduler.py), then the results file."""
     from .selection import selected_set
@@ -117,10 +130,12 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
     if args.restart:  # once, here: the children resume from what is left
         restart_cells(spec, args.tier, config, selected_set(selected) if narrowed else None, units)
     log_dir = work_dir_for(spec, args.tier) / "logs"
-    print(f"{spec.id} [{args.tier}, data {args.data}]: {len(units)} cell(s) on GPU(s) {', '.join(gpus)}")
+    per_gpu = args.cells_per_gpu
+    print(f"{spec.id} [{args.tier}, data {args.data}]: {len(units)} cell(s) on GPU(s) {', '.join(gpus)}"
+          + (f", {per_gpu} per GPU" if per_gpu > 1 else ""))
     launcher = child_launcher(spec.path, args.tier, args.data, args.cells, n_gpus=len(gpus),
-                              extra_args=settings_args(args))
-    outcome = schedule_units(units, gpus, launcher, log_dir, deadline)
+                              extra_args=settings_args(args), per_gpu=per_gpu)
+    outcome = schedule_units(units, gpus, launcher, log_dir, deadline, per_gpu=per_gpu)
     for o in outcome.failed:
         print(f"FAILED: {o.unit[0]} / {o.unit[1]} on GPU {o.gpu} ({o.status}); end of {o.log}:\n{log_tail(o.log)}",
               file=sys.stderr)
@@ -316,6 +331,9 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
                         "reported in the '(suite data)' rows")
     p.add_argument("--gpus", metavar="IDS", help="train one cell per GPU, each in its own process, e.g. 0,1,2,3; "
                    "every cell resumes from its checkpoint when the command is run again")
+    p.add_argument("--cells-per-gpu", type=positive_int, default=1, metavar="K",
+                   help="with --gpus: run up to K cells on each GPU at once (default 1); their steps/s are then "
+                        "shared-GPU rates, and the results say so")
     p.add_argument("--stop-after-minutes", type=float, metavar="M",
                    help="checkpoint and stop training after M minutes (exit code 4); the same command resumes")
     p.add_argument("--train-only", action="store_true",

@@ -5,7 +5,8 @@
 The parent lists the (row, task) units the selection trains (runners/train/table.py ``units_to_train``) and
 starts one child per GPU: ``python -m runners run SPEC ... --unit ROW|TASK --train-only`` with
 ``CUDA_VISIBLE_DEVICES`` set to that GPU, its output in ``runs/<spec>/<tier>/logs/<row>__<task>.log``. A freed GPU
-takes the next unit. Every child trains under the cell's lock from its checkpoint, so running the same command
+takes the next unit. ``--cells-per-gpu K`` runs up to K children on each GPU at once (small models leave most of a
+large GPU idle; each child's steps/s is then a shared-GPU rate, and its results say so). Every child trains under the cell's lock from its checkpoint, so running the same command
 again resumes every cell where it stopped. With ``--stop-after-minutes`` each child checkpoints and stops at the
 deadline (exit code ``EXIT_PAUSED``); no unit starts after it.
 
@@ -71,29 +72,34 @@ def unit_slug(unit: Unit) -> str:
 
 def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher, log_dir: Path,
                    deadline: float | None = None, poll_seconds: float = 1.0,
-                   echo: Callable[[str], None] = print) -> Schedule:
-    """Run ``units`` on ``gpus``, one at a time per GPU, in order; return what became of each."""
+                   echo: Callable[[str], None] = print, per_gpu: int = 1) -> Schedule:
+    """Run ``units`` on ``gpus``, up to ``per_gpu`` at a time on each GPU, in order; return what became of each."""
+    if per_gpu < 1:
+        raise ValueError(f"per_gpu must be >= 1, got {per_gpu}")
     log_dir.mkdir(parents=True, exist_ok=True)
-    queue, free = list(units), list(gpus)
-    running: dict[str, tuple[Unit, subprocess.Popen, float, Path]] = {}
+    queue = list(units)
+    free = [(gpu, k) for k in range(per_gpu) for gpu in gpus]  # slots: every GPU's first, then its second, ...
+    running: dict[tuple[str, int], tuple[Unit, subprocess.Popen, float, Path]] = {}
     out = Schedule()
     while queue or running:
         while queue and free and (deadline is None or time.time() < deadline):
-            unit, gpu = queue.pop(0), free.pop(0)
+            unit, slot = queue.pop(0), free.pop(0)
+            gpu = slot[0]
             log = log_dir / f"{unit_slug(unit)}.log"
             left = None if deadline is None else max((deadline - time.time()) / 60.0, 0.0)
-            running[gpu] = (unit, launch(unit, gpu, log, left), time.time(), log)
+            running[slot] = (unit, launch(unit, gpu, log, left), time.time(), log)
             echo(f"[gpu {gpu}] start {unit[0]} / {unit[1]} (log: {log})")
         if queue and not running:  # the deadline passed before these could start
             out.not_started += queue
             queue = []
             break
         time.sleep(poll_seconds)
-        for gpu, (unit, proc, t0, log) in list(running.items()):
+        for slot, (unit, proc, t0, log) in list(running.items()):
             if proc.poll() is None:
                 continue
-            del running[gpu]
-            free.append(gpu)
+            del running[slot]
+            free.append(slot)
+            gpu = slot[0]
             outcome = UnitOutcome(unit, gpu, proc.returncode, time.time() - t0, log)
             {0: out.finished, EXIT_PAUSED: out.paused}.get(proc.returncode, out.failed).append(outcome)
             echo(f"[gpu {gpu}] {outcome.status}: {unit[0]} / {unit[1]} after {outcome.seconds / 60:.1f} min")
@@ -103,10 +109,14 @@ def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher,
     return out
 
 
+#: environment variable telling a child how many cells share its GPU (recorded with its measured steps/s)
+CELLS_PER_GPU_ENV = "SSM_CELLS_PER_GPU"
+
+
 def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str], env: dict | None = None,
-                   n_gpus: int = 1, extra_args: Sequence[str] = ()) -> Launcher:
+                   n_gpus: int = 1, extra_args: Sequence[str] = (), per_gpu: int = 1) -> Launcher:
     """A launcher that trains one unit of the spec per process on the GPU it is given; ``extra_args``: more
-    options of ``run`` for every child (the parent's --set / --seed / --log)."""
+    options of ``run`` for every child (the parent's --set / --seed / --log); ``per_gpu``: children per GPU."""
 
     def launch(unit: Unit, gpu: str, log: Path, minutes_left: float | None) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "runners", "run", str(spec_path), "--tier", tier, "--data", data,
@@ -116,10 +126,11 @@ def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str
         cmd += list(extra_args)
         if minutes_left is not None:
             cmd += ["--stop-after-minutes", f"{minutes_left:.3f}"]
-        child_env = {**os.environ, **(env or {}), "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"}
+        child_env = {**os.environ, **(env or {}), "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1",
+                     CELLS_PER_GPU_ENV: str(per_gpu)}
         # each child gets its share of the host's cores: torch's default (every core per process) oversubscribes
         # the host with several children and slowed each training step about 4x on a 4-GPU machine
-        child_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, n_gpus))))
+        child_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, n_gpus * per_gpu))))
         with open(log, "ab") as fh:
             fh.write(f"$ CUDA_VISIBLE_DEVICES={gpu} {' '.join(cmd)}\n".encode())
             return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env)

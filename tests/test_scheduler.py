@@ -158,6 +158,19 @@ def test_scheduler_runs_one_cell_per_gpu_and_classifies_outcomes(tmp_path: Path)
         assert all(b - a >= 0.25 for a, b in zip(times, times[1:]))
 
 
+def test_scheduler_runs_up_to_k_cells_per_gpu(tmp_path: Path) -> None:
+    units = [(f"r{i}", "t") for i in range(5)]
+    started: list = []
+    out = schedule_units(units, ["0", "1"], _fake({}, seconds=0.4, started=started), tmp_path / "logs",
+                         poll_seconds=0.05, echo=lambda s: None, per_gpu=2)
+    assert len(out.finished) == 5 and out.complete
+    first = sorted(started, key=lambda x: x[2])[:4]  # four slots: both GPUs take two cells at once
+    assert sorted(g for _, g, _ in first) == ["0", "0", "1", "1"]
+    assert max(t for _, _, t in first) - min(t for _, _, t in first) < 0.3
+    with pytest.raises(ValueError, match="per_gpu must be >= 1"):
+        schedule_units(units, ["0"], _fake({}), tmp_path / "logs", per_gpu=0)
+
+
 def test_scheduler_starts_nothing_past_the_deadline(tmp_path: Path) -> None:
     units = [("a", "t"), ("b", "t"), ("c", "t")]
     out = schedule_units(units, ["0"], _fake({}, seconds=0.5), tmp_path / "logs", deadline=time.time() + 0.2,
@@ -194,6 +207,20 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     report_all(project / "tables", project / "results")
     report = (project / "tables" / "toytrain.md").read_text()
     assert "**Data made by the suite** (`--data suite`): toy" in report
+
+
+def test_cells_per_gpu_share_a_gpu_and_the_results_say_so(project: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "toytrain", "--data", "suite", "--gpus", "0", "--cells-per-gpu", "2"]) == 0
+    assert "2 cell(s) on GPU(s) 0, 2 per GPU" in capsys.readouterr().out
+    (result,) = _results(project)
+    assert all(s["cells_per_gpu"] == 2 for s in result["series"].values())
+    speed_notes = [n for n in result["notes"] if "steps/s" in n]
+    assert len(speed_notes) == 2 and all("(the GPU shared by 2 training cells)" in n for n in speed_notes)
+    for row in ("A_suite_data", "B_suite_data"):
+        log = (project / f"runs/toytrain/smoke/logs/{row}__Text.log").read_text()
+        assert "CUDA_VISIBLE_DEVICES=0 " in log
+    assert main(["run", "toytrain", "--cells-per-gpu", "2"]) == 2
+    assert "--cells-per-gpu applies with --gpus" in capsys.readouterr().err
 
 
 # ---- one configuration in two tables trains once (train_in)

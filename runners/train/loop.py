@@ -55,6 +55,7 @@ from tqdm.auto import tqdm
 from runners.atomic import atomic_path
 from runners.data.base import TaskData
 from runners.results import git_provenance, write_json_atomic
+from runners.scheduler import CELLS_PER_GPU_ENV
 from ssm_core.optim import build_optimizer
 
 from . import checkpoint as ckpt_io
@@ -80,6 +81,7 @@ class TrainResult:
     stop_reason: str = "completed"  # or "max_minutes", or "paused" (a deadline stopped this call; not finished)
     world_size: int = 1
     segments: list[dict] = dataclasses.field(default_factory=list)  # the code that trained it: see code_segments
+    cells_per_gpu: int = 1  # training cells that shared the GPU when steps_per_second was measured (run --gpus)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -186,7 +188,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         peak = (max(dist_io.gather_objects(torch.cuda.max_memory_allocated(device) / 2**20, info))
                 if device.type == "cuda" else None)
         return {"steps_per_second": steps_this_call / train_seconds if train_seconds > 0 else None,
-                "peak_memory_mb": peak}
+                "peak_memory_mb": peak, "cells_per_gpu": int(os.environ.get(CELLS_PER_GPU_ENV, "1"))}
 
     def save(partial_entry: Optional[dict]) -> None:
         nonlocal save_seconds
@@ -298,7 +300,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                          steps_per_second=speed_memory["steps_per_second"],
                          peak_memory_mb=speed_memory["peak_memory_mb"], n_params=n_params, monitor=monitor,
                          stop_reason=stop_reason,
-                         world_size=world, segments=segments)
+                         world_size=world, segments=segments,
+                         cells_per_gpu=speed_memory.get("cells_per_gpu") or 1)
     if main:
         write_json_atomic(run_dir / "summary.json", {
             **result.to_dict(), "config": cfg.to_dict(), "model_config": model_config, "task": task_sig,
