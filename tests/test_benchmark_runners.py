@@ -213,3 +213,76 @@ def test_generation_state_sizes() -> None:
     assert generation._Generator("Linear Transformer", cfg, s, cpu).run(2, 12) > 0
     assert isinstance(generation._Generator("S4", cfg, s, cpu).model, SequenceModel)
     assert isinstance(generation._Generator("Transformer", cfg, s, cpu).model, TransformerModel)
+
+
+def _generation_setup(step_graph: bool = False):
+    s = generation.parse_setting({"name": "T", "unit": "tokens", "length": 12, "vocab_size": 10, "d_model": 8,
+                                  "n_layers": 2, "n_heads": 2, "ffn_dim": 16, "memory_limit_gib": None,
+                                  "max_batch": 2}, "s")
+    cfg = generation.GenerationConfig(settings=[dataclasses.asdict(s)], step_graph=step_graph,
+                                      s4_layer={"mode": "s4", "d_state": 4, "output": "glu"},
+                                      s4d_layer={"mode": "s4d", "d_state": 4, "output": "glu"})
+    return cfg, s
+
+
+def _eager_tokens(gen, batch: int, steps: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The eager loop's tokens at every step and its final state tensors."""
+    with torch.inference_mode():
+        state = gen.state(batch)
+        tokens = torch.zeros(batch, dtype=torch.long, device=gen.device)
+        out = []
+        for _ in range(steps):
+            logits, state = gen.model.step(tokens, state)
+            tokens = logits.argmax(dim=-1)
+            out.append(tokens.clone())
+    return out, [t.clone() for t in generation.state_tensors(state)]
+
+
+@pytest.mark.parametrize("row", ["S4", "S4D"])
+def test_generation_step_in_place_follows_the_eager_loop(row: str) -> None:
+    """The body the CUDA graph replays (tokens and state overwritten in place) generates what the eager loop
+    generates, token for token (run here eagerly on the CPU)."""
+    cfg, s = _generation_setup()
+    torch.manual_seed(0)
+    gen = generation._Generator(row, cfg, s, torch.device("cpu"))
+    expected, final = _eager_tokens(gen, 3, 12)
+    with torch.inference_mode():
+        state = gen.state(3)
+        tokens = torch.zeros(3, dtype=torch.long)
+        got = []
+        for _ in range(12):
+            gen.step_in_place(tokens, state)
+            got.append(tokens.clone())
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    flat = generation.state_tensors(state)
+    assert len(flat) == len(final) and all(torch.equal(a, b) for a, b in zip(flat, final))
+    assert any(t.abs().sum() > 0 for t in final)  # the state did move from zero
+
+
+def test_generation_step_graph_needs_cuda() -> None:
+    cfg, s = _generation_setup(step_graph=True)
+    with pytest.raises(ValueError, match="step_graph: true replays the step from a CUDA graph"):
+        generation._Generator("S4", cfg, s, torch.device("cpu"))
+    assert not generation._Generator("Transformer", cfg, s, torch.device("cpu")).graphed  # runs eagerly
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("row", ["S4", "S4D"])
+def test_generation_step_graph_replays_the_eager_loop_on_gpu(row: str) -> None:
+    cfg, s = _generation_setup(step_graph=True)
+    torch.manual_seed(0)
+    gen = generation._Generator(row, cfg, s, torch.device("cuda"))
+    expected, final = _eager_tokens(gen, 3, 12)
+    with torch.inference_mode():
+        state = gen.state(3)
+        tokens = torch.zeros(3, dtype=torch.long, device="cuda")
+        replay = gen.capture(tokens, state)
+        got = []
+        for _ in range(12):
+            replay()
+            got.append(tokens.clone())
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    for a, b in zip(generation.state_tensors(state), final):
+        torch.testing.assert_close(a, b)  # the graph may pick other kernels than the eager run: close, not equal
+    assert gen.run(3, 12) > 0

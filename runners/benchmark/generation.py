@@ -11,6 +11,11 @@ throughput / the Transformer's throughput, the ratio the paper prints next to Ta
 Excluded from the timed loop: building the model, allocating the state (the Transformer's key/value cache)
 and S4's one-time switch to recurrent mode (``setup_step``). Included for every model: embedding, all
 layers, the output head and the argmax.
+
+``step_graph: true`` (CUDA only) replays S4's and S4D's whole per-token step (embedding, every layer, head,
+argmax, the state update) from one CUDA graph captured before the timed loop, so the host issues one launch per
+token instead of one per operation; the Transformers run eagerly (the softmax Transformer's cached step changes
+shape with the context, the Linear Transformer's carries its position as a Python number). Results say which.
 """
 from __future__ import annotations
 
@@ -116,6 +121,7 @@ class GenerationConfig:
     refine_steps: int = 2  # bisection steps between the largest fitting power of two and twice it
     warmup_steps: int = 8
     allow_tf32: bool = False
+    step_graph: bool = False  # S4 / S4D: replay the whole per-token step from one CUDA graph (module docstring)
 
     def __post_init__(self) -> None:
         if not self.settings:
@@ -143,6 +149,17 @@ class GenerationConfig:
 
 
 # -- models and their step loops ---------------------------------------------------------------------------
+def state_tensors(x: Any) -> list[torch.Tensor]:
+    """The tensors of a (nested) generation state, in a fixed order."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in state_tensors(v)]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in state_tensors(v)]
+    return []
+
+
 class _Generator:
     """A model in generation mode: ``state(batch, start)`` and ``step(tokens, state)``."""
 
@@ -163,6 +180,9 @@ class _Generator:
         with torch.inference_mode():
             self.model.setup_step()  # S4: discretize once for recurrent mode (not timed)
         self.params = sum(p.numel() for p in self.model.parameters())
+        self.graphed = cfg.step_graph and isinstance(self.model, SequenceModel)
+        if self.graphed and device.type != "cuda":
+            raise ValueError(f"step_graph: true replays the step from a CUDA graph; the device here is {device}")
 
     def state(self, batch: int, start: int = 0) -> Any:
         """Fresh state; ``start`` > 0 puts the Transformer's cache at that position (for the batch probe)."""
@@ -178,17 +198,8 @@ class _Generator:
     def state_bytes(self) -> int:
         """Bytes of one sequence's generation state at the full context: the key/value cache of ``length``
         positions (Transformer), the constant-size recurrent state (Linear Transformer, S4)."""
-        def tensors(x: Any) -> list[torch.Tensor]:
-            if isinstance(x, torch.Tensor):
-                return [x]
-            if isinstance(x, dict):
-                return [t for v in x.values() for t in tensors(v)]
-            if isinstance(x, (list, tuple)):
-                return [t for v in x for t in tensors(v)]
-            return []
-
         with torch.inference_mode():
-            return sum(t.numel() * t.element_size() for t in tensors(self.state(1)))
+            return sum(t.numel() * t.element_size() for t in state_tensors(self.state(1)))
 
     def fits(self, batch: int) -> bool:
         """Does ``batch`` run the last two steps of a full-length context? (its peak memory is the run's peak)"""
@@ -202,11 +213,49 @@ class _Generator:
         free_memory(self.device)
         return ok
 
+    def step_in_place(self, tokens: torch.Tensor, state: Any) -> None:
+        """One generation step that writes its results into its inputs (the body a CUDA graph replays): ``tokens``
+        (B,) <- the argmax of the logits, every tensor of ``state`` <- the next state's."""
+        logits, new_state = self.model.step(tokens, state)  # (B, vocab)
+        old, new = state_tensors(state), state_tensors(new_state)
+        if len(old) != len(new):
+            raise RuntimeError(f"{self.name}: the step returned {len(new)} state tensors for {len(old)}")
+        tokens.copy_(logits.argmax(dim=-1))
+        for o, n in zip(old, new):
+            o.copy_(n)
+
+    def capture(self, tokens: torch.Tensor, state: Any) -> Callable[[], None]:
+        """A CUDA graph of :meth:`step_in_place` on these tensors (warmed up on a side stream, then the state and
+        tokens restored); returns its replay."""
+        flat = state_tensors(state)
+        saved, tokens0 = [t.clone() for t in flat], tokens.clone()
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):  # allocator, kernel selection and autotuning before the capture
+                self.step_in_place(tokens, state)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.step_in_place(tokens, state)
+        for t, s in zip(flat, saved):
+            t.copy_(s)
+        tokens.copy_(tokens0)
+        return graph.replay
+
     def run(self, batch: int, steps: int, start: int = 0) -> float:
         """Generate ``steps`` tokens for ``batch`` sequences; return the seconds of the loop alone."""
         with torch.inference_mode():
             state = self.state(batch, start)
             tokens = torch.zeros(batch, dtype=torch.long, device=self.device)
+            if self.graphed:
+                replay = self.capture(tokens, state)  # not timed, like setup_step
+                synchronize(self.device)
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    replay()
+                synchronize(self.device)
+                return time.perf_counter() - t0
             synchronize(self.device)
             t0 = time.perf_counter()
             for _ in range(steps):
@@ -279,7 +328,9 @@ def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
     cells: list[Cell] = []
     series: dict[str, Any] = {}
     notes = [(f"greedy decoding from a zero token; Transformer decode attention '{cfg.attention_impl}'; "
-              f"S4 layer {cfg.s4_layer}; S4D layer {cfg.s4d_layer}; TF32 {'on' if cfg.allow_tf32 else 'off'}; "
+              + ("S4 / S4D step replayed from one CUDA graph per token (the Transformers eager); " if cfg.step_graph
+                 else "every model's step run eagerly; ")
+              + f"S4 layer {cfg.s4_layer}; S4D layer {cfg.s4d_layer}; TF32 {'on' if cfg.allow_tf32 else 'off'}; "
               f"device {ctx.device}")]
     with float32_matmul(cfg.allow_tf32):
         for s in cfg.parsed_settings:
