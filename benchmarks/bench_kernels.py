@@ -401,6 +401,51 @@ def side_by_side_section(cfg: BenchConfig, device: torch.device, official: Any,
     return rows
 
 
+#: the near-singular Cauchy case: (batch, N/2, L), poles w = -0.5 U(0, 1) + 10i N(0, 1), nodes z = i linspace(0, 50, L)
+NEAR_SINGULAR = (1024, 32, 4096)
+#: ours may be at most this many times the official's error on it
+NEAR_SINGULAR_FACTOR = 10.0
+
+
+def near_singular_section(device: torch.device, official: Any, size: tuple[int, int, int] = NEAR_SINGULAR,
+                          seed: int = 0) -> list[dict[str, Any]]:
+    """The Cauchy product next to its poles (S4's own nodes are of this kind): ours and ``official`` in complex64
+    against complex128 on the same inputs, as max |err| / max |ref| of the output and of the gradients of v and w
+    (the incoming gradient standard normal)."""
+    from ssm_core.ops.reference import cauchy_torch
+
+    batch, n, length = size
+    gen = torch.Generator().manual_seed(seed)
+    z = 1j * torch.linspace(0, 50, length, dtype=torch.float64)  # (L,)
+    w = torch.complex(-0.5 * torch.rand(batch, n, generator=gen, dtype=torch.float64),
+                      10 * torch.randn(batch, n, generator=gen, dtype=torch.float64))  # (B, N/2)
+    v = torch.complex(torch.randn(batch, n, generator=gen, dtype=torch.float64),
+                      torch.randn(batch, n, generator=gen, dtype=torch.float64))
+    g = torch.complex(torch.randn(batch, length, generator=gen, dtype=torch.float64),
+                      torch.randn(batch, length, generator=gen, dtype=torch.float64))
+    v, w = v.to(torch.complex64).to(torch.complex128), w.to(torch.complex64).to(torch.complex128)  # same inputs
+    z, g = z.to(torch.complex64).to(torch.complex128), g.to(torch.complex64).to(torch.complex128)
+
+    def evaluate(fn: Callable, dtype: torch.dtype) -> list[torch.Tensor]:
+        vv = v.to(device, dtype).requires_grad_()
+        ww = w.to(device, dtype).requires_grad_()
+        out = fn(vv, ww, z.to(device, dtype))
+        gv, gw = torch.autograd.grad(out, [vv, ww], g.to(device, dtype))
+        return [t.detach().to("cpu", torch.complex128) for t in (out, gv, gw)]
+
+    ref = evaluate(lambda vv, ww, zz: cauchy_torch(vv, zz, ww), torch.complex128)
+    row: dict[str, Any] = {"batch": batch, "n_half": n, "length": length}
+    for name, fn in (("ours", product("cauchy", "triton", length)), ("official", official.product("cauchy", length))):
+        got = evaluate(fn, torch.complex64)
+        for what, a, r in zip(("out", "grad_v", "grad_w"), got, ref):
+            row[f"{name}_{what}"] = float((a - r).abs().max() / r.abs().max())
+    row["within_factor"] = all(row[f"ours_{w}"] <= NEAR_SINGULAR_FACTOR * row[f"official_{w}"]
+                               for w in ("out", "grad_v", "grad_w"))
+    print(f"cauchy near poles B={batch} N/2={n} L={length}: out ours {row['ours_out']:.2e} / official "
+          f"{row['official_out']:.2e}", flush=True)
+    return [row]
+
+
 def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
     """The section "Side by side with the official extension (same process)" (empty list without one)."""
     from tabulate import tabulate
@@ -428,7 +473,16 @@ def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
                                           "ours / official (fwd)", "ours fwd+bwd ms", "official fwd+bwd ms",
                                           "ours / official (fwd+bwd)", "target", "met", "outputs differ"],
                           tablefmt="github", disable_numparse=True))
-    return lines + [""]
+    lines.append("")
+    for r in record.get("near_singular") or []:
+        lines += [f"Next to the poles (Cauchy, batch {r['batch']}, N/2 {r['n_half']}, L {r['length']}; poles w = "
+                  "-0.5 U(0, 1) + 10i N(0, 1), nodes z = i linspace(0, 50, L), complex64 against complex128, "
+                  f"max |err| / max |ref|; target: ours within {NEAR_SINGULAR_FACTOR:g}x of the official):", ""]
+        lines.append(tabulate([[what, f"{r[f'ours_{what}']:.2e}", f"{r[f'official_{what}']:.2e}"]
+                               for what in ("out", "grad_v", "grad_w")],
+                              headers=["", "ours", "official"], tablefmt="github", disable_numparse=True))
+        lines += ["", f"Within {NEAR_SINGULAR_FACTOR:g}x: {'yes' if r['within_factor'] else 'no'}.", ""]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------- reporting
@@ -618,7 +672,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     sections = dict(SECTIONS, **({"precision_variants": precision_section} if args.variants else {}))
     if official_products is not None:
         record["official"] = {"checkout": official_products.checkout, "commit": official_products.commit}
-        sections = {"side_by_side": lambda c, d: side_by_side_section(c, d, official_products), **sections}
+        sections = {"side_by_side": lambda c, d: side_by_side_section(c, d, official_products),
+                    "near_singular": lambda c, d: near_singular_section(
+                        d, official_products, (2, 5, 37) if c.quick else NEAR_SINGULAR), **sections}
     path = new_result_path("bench-kernels", "quick" if cfg.quick else "gpu", root=out_dir)
     # where the file is committed (results/bench-kernels/), whatever --out-dir it was first written to
     record["results_file"] = str(path) if cfg.quick else f"results/bench-kernels/{path.name}"

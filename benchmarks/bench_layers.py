@@ -220,7 +220,8 @@ def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
         return []
     info = record.get("official") or {}
     lines = ["## Side by side with the official extension (same process)", "",
-             f"The official `FFTConv` of the checkout `{info.get('checkout')}` (commit {info.get('commit') or 'unknown'})"
+             f"The official `FFTConv` of the checkout `{info.get('checkout')}` "
+             f"(commit {info.get('commit') or 'unknown'})"
              ", with the CUDA extension built from it, and our layer (output 'none', the same computation: kernel, "
              "FFT convolution, D skip, GELU), N = 64, on the same input and output gradient in the same process: "
              f"medians of {rows[0]['rounds']} interleaved rounds of one forward+backward. `ours / official` below 1 "

@@ -177,3 +177,19 @@ def test_layer_command_line_stops_on_a_bad_checkout(tmp_path, capsys):
         _bench_layers().main(["--quick", "--out-dir", str(tmp_path), "--official", str(tmp_path / "nowhere")])
     assert "not a directory" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_near_singular_case_measures_both_against_complex128():
+    bench = _bench()
+    (row,) = bench.near_singular_section(torch.device("cpu"), ReferenceAsOfficial(), (2, 5, 37))
+    for name in ("ours", "official"):
+        for what in ("out", "grad_v", "grad_w"):
+            assert 0 < row[f"{name}_{what}"] < 1e-5, (name, what, row)  # complex64 next to the poles, vs complex128
+    kinds = ("out", "grad_v", "grad_w")
+    assert row["within_factor"] == all(row[f"ours_{w}"] <= 10 * row[f"official_{w}"] for w in kinds)
+    side = [{"op": "cauchy", "batch": 2, "n_half": 5, "length": 37, "rounds": 1, "ours_fwd_ms": 1.0,
+             "official_fwd_ms": 1.0, "ratio_fwd": 1.0, "ours_fwd_bwd_ms": 1.0, "official_fwd_bwd_ms": 1.0,
+             "ratio_fwd_bwd": 1.0, "max_rel_diff": 0.0}]
+    text = "\n".join(bench.side_by_side_markdown({"side_by_side": side, "near_singular": [row]}))
+    assert "Next to the poles (Cauchy, batch 2, N/2 5, L 37" in text
+    assert f"Within 10x: {'yes' if row['within_factor'] else 'no'}." in text
