@@ -286,3 +286,41 @@ def test_generation_step_graph_replays_the_eager_loop_on_gpu(row: str) -> None:
     for a, b in zip(generation.state_tensors(state), final):
         torch.testing.assert_close(a, b)  # the graph may pick other kernels than the eager run: close, not equal
     assert gen.run(3, 12) > 0
+
+
+def test_whole_step_graph_needs_cuda_and_kernel_graphs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    def build():
+        model = torch.nn.Linear(3, 2)
+        return (lambda: model(torch.ones(1, 3)).sum().backward()), model
+
+    with pytest.raises(ValueError, match="step_graph: a CUDA graph needs a CUDA device"):
+        common.measure_training_step(build, torch.device("cpu"), step_graph=True)
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        common.graphed_step(lambda: None, torch.device("cpu"))
+    monkeypatch.setenv("SSM_KERNEL_GRAPHS", "1")
+    with common.kernel_graphs_off():
+        assert os.environ["SSM_KERNEL_GRAPHS"] == "0"
+    assert os.environ["SSM_KERNEL_GRAPHS"] == "1"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["S4", "Transformer"])
+def test_whole_step_graph_gives_the_eager_gradients_on_gpu(name: str) -> None:
+    cfg = vs_transformers.VsTransformersConfig(batch=4, d_model=32, n_layers=2, n_heads=2, qkv_dim=32,
+                                               s4_layer={"mode": "s4", "d_state": 16, "output": "glu"})
+    dev = torch.device("cuda")
+    step, model = vs_transformers._classifier_step(name, cfg, 256, dev, 0)()
+    step()
+    eager = [p.grad.clone() for p in model.parameters()]
+    with common.kernel_graphs_off():
+        replay = common.graphed_step(step, dev)
+        replay()
+    torch.cuda.synchronize()
+    for p, g in zip(model.parameters(), eager):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+    m = common.measure_training_step(vs_transformers._classifier_step(name, cfg, 256, dev, 0), dev, 2, 3,
+                                     step_graph=True)
+    assert m.ok and m.ms > 0 and "CUDA graph" in m.note

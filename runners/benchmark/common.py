@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -179,14 +180,65 @@ def peak_mib(fn: Callable[[], Any], device: torch.device, *, grads: Sequence[tor
     return peak
 
 
+@contextlib.contextmanager
+def kernel_graphs_off() -> Iterator[None]:
+    """The SSM kernels' own CUDA-graph replay off for the block (SSM_KERNEL_GRAPHS=0): graphs do not nest, so a
+    capture of a whole step runs the kernel generation inside it."""
+    from ssm_core.kernels import graphs
+
+    old = os.environ.get(graphs.ENV_VAR)
+    os.environ[graphs.ENV_VAR] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(graphs.ENV_VAR, None)
+        else:
+            os.environ[graphs.ENV_VAR] = old
+
+
+def graphed_step(step: Callable[[], None], device: torch.device, warmup: int = 3) -> Callable[[], None]:
+    """``step`` (static inputs, forward and backward) captured whole in one CUDA graph; returns its replay.
+
+    Warm-up on a side stream first (allocator, kernel selection, autotuning), then the capture (PyTorch's
+    whole-network capture). The SSM kernels' own graph replay must be off (:func:`kernel_graphs_off`)."""
+    from ssm_core.kernels import graphs
+
+    if device.type != "cuda":
+        raise ValueError(f"step_graph: a CUDA graph needs a CUDA device, got {device}")
+    if graphs.enabled():
+        raise RuntimeError(f"graphed_step: set {graphs.ENV_VAR}=0 first (kernel graphs do not nest in a capture)")
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(max(warmup, 1)):
+            step()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+#: what the memory of a graph-replayed step counts
+GRAPH_MEMORY_NOTE = ("memory: peak CUDA allocation from before the eager warm-up through the capture and the replays "
+                     "(the graph's pool included), above what the model and inputs hold")
+
+
 def measure_training_step(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device,
-                          warmup: int = 3, reps: int = 10) -> StepMeasurement:
+                          warmup: int = 3, reps: int = 10, step_graph: bool = False) -> StepMeasurement:
     """Time and memory of ``step()``, where ``build()`` makes the model and inputs on ``device`` and returns
     (step, model); ``step`` zeroes the gradients, runs forward, and backward (one training step without the
-    optimizer update, as S4 Table 2 "a single forward+backward pass").
+    optimizer update, as S4 Table 2 "a single forward+backward pass"). ``step_graph`` (CUDA only): the step is
+    captured whole in one CUDA graph after the warm-up (:func:`graphed_step`) and its replay is timed.
     """
     if warmup < 0 or reps < 1:
         raise ValueError(f"measure_training_step: need warmup >= 0 and reps >= 1, got {warmup}, {reps}")
+    if step_graph and device.type != "cuda":
+        raise ValueError(f"step_graph: a CUDA graph needs a CUDA device, got {device}")
+    if step_graph:
+        with kernel_graphs_off():
+            return _measure_graphed(build, device, warmup, reps)
     free_memory(device)
     base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
     step = model = None
@@ -215,6 +267,35 @@ def measure_training_step(build: Callable[[], tuple[Callable[[], None], torch.nn
         result = StepMeasurement("X", "X", oom_note(exc, device))
     finally:
         step = model = None
+        free_memory(device)
+    return result
+
+
+def _measure_graphed(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device,
+                     warmup: int, reps: int) -> StepMeasurement:
+    """measure_training_step with the step replayed from one CUDA graph (memory: GRAPH_MEMORY_NOTE)."""
+    free_memory(device)
+    step = model = replay = None
+    try:
+        step, model = build()
+        params = sum(p.numel() for p in model.parameters())
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        replay = graphed_step(step, device, warmup)
+        replay()
+        torch.cuda.synchronize(device)
+        times = _time_cuda(replay, reps, device)
+        mem = torch.cuda.max_memory_allocated(device) - base
+        result = StepMeasurement(statistics.median(times), mem / MIB,
+                                 f"median of {reps} replays of the step captured in one CUDA graph after "
+                                 f"{max(warmup, 1)} warm-up steps; {GRAPH_MEMORY_NOTE}", params)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        result = StepMeasurement("X", "X", oom_note(exc, device))
+    finally:
+        step = model = replay = None
         free_memory(device)
     return result
 

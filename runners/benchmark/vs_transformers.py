@@ -55,6 +55,7 @@ class VsTransformersConfig:
     reps: int = 10
     allow_tf32: bool = False
     memory_limit_gib: float | None = None
+    step_graph: bool = False  # CUDA: every model's whole training step replayed from one CUDA graph
 
     def __post_init__(self) -> None:
         check_ints("lengths", self.lengths, 1, MAX_LENGTH)
@@ -128,7 +129,9 @@ def run_vs_transformers(cfg: VsTransformersConfig, ctx: RunContext) -> RunOutput
     series: dict[str, Any] = {"lengths": [], "run_lengths": [], "models": {m: [] for m in cfg.models}}
     notes = [(f"batch {cfg.batch}, d_model {cfg.d_model}, {cfg.n_layers} layers, {cfg.n_heads} heads, qkv "
               f"{cfg.qkv_dim}, ffn {cfg.ffn_dim}; S4 layer {cfg.s4_layer}; training step = forward + "
-              f"cross-entropy + backward; TF32 {'on' if cfg.allow_tf32 else 'off'}; device {ctx.device}")]
+              f"cross-entropy + backward; TF32 {'on' if cfg.allow_tf32 else 'off'}; device {ctx.device}; "
+              + ("every model's whole step replayed from one CUDA graph" if cfg.step_graph
+                 else "every step run eagerly"))]
     params: dict[str, int] = {}
     with float32_matmul(cfg.allow_tf32), cuda_memory_limit(cfg.memory_limit_gib, ctx.device) as limit_note:
         if limit_note:
@@ -140,7 +143,7 @@ def run_vs_transformers(cfg: VsTransformersConfig, ctx: RunContext) -> RunOutput
             got = {}
             for name in cfg.models:
                 got[name] = measure_training_step(_classifier_step(name, cfg, length, ctx.device, ctx.seed),
-                                                  ctx.device, cfg.warmup, cfg.reps)
+                                                  ctx.device, cfg.warmup, cfg.reps, step_graph=cfg.step_graph)
                 if got[name].params:
                     params[name] = got[name].params
                 series["models"][name].append({"ms": got[name].ms, "mb": got[name].mb})
