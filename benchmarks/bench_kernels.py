@@ -439,8 +439,8 @@ def near_singular_section(device: torch.device, official: Any, size: tuple[int, 
         got = evaluate(fn, torch.complex64)
         for what, a, r in zip(("out", "grad_v", "grad_w"), got, ref):
             row[f"{name}_{what}"] = float((a - r).abs().max() / r.abs().max())
-    row["within_factor"] = all(row[f"ours_{w}"] <= NEAR_SINGULAR_FACTOR * row[f"official_{w}"]
-                               for w in ("out", "grad_v", "grad_w"))
+    row["within_factor"] = all(row[f"ours_{k}"] <= NEAR_SINGULAR_FACTOR * row[f"official_{k}"]
+                               for k in ("out", "grad_v", "grad_w"))
     print(f"cauchy near poles B={batch} N/2={n} L={length}: out ours {row['ours_out']:.2e} / official "
           f"{row['official_out']:.2e}", flush=True)
     return [row]

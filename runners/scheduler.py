@@ -2,13 +2,13 @@
 
     python -m runners run SPEC --tier full --data suite --gpus 0,1,2,3 [--stop-after-minutes 9]
 
-The parent lists the (row, task) units the selection trains (runners/train/table.py ``units_to_train``) and
-starts one child per GPU: ``python -m runners run SPEC ... --unit ROW|TASK --train-only`` with
-``CUDA_VISIBLE_DEVICES`` set to that GPU, its output in ``runs/<spec>/<tier>/logs/<row>__<task>.log``. A freed GPU
-takes the next unit. ``--cells-per-gpu K`` runs up to K children on each GPU at once (small models leave most of a
-large GPU idle; each child's steps/s is then a shared-GPU rate, and its results say so). Every child trains under the cell's lock from its checkpoint, so running the same command
-again resumes every cell where it stopped. With ``--stop-after-minutes`` each child checkpoints and stops at the
-deadline (exit code ``EXIT_PAUSED``); no unit starts after it.
+The parent lists the (row, task) units the selection trains (runners/train/table.py ``units_to_train``) and starts
+one child per GPU: ``python -m runners run SPEC ... --unit ROW|TASK --train-only`` with ``CUDA_VISIBLE_DEVICES`` set
+to that GPU, its output in ``runs/<spec>/<tier>/logs/<row>__<task>.log``. A freed GPU takes the next unit.
+``--cells-per-gpu K`` runs up to K children on each GPU at once (small models leave most of a large GPU idle; each
+child's steps/s is then a shared-GPU rate, and its results say so). Every child trains under the cell's lock from
+its checkpoint, so running the same command again resumes every cell where it stopped. With ``--stop-after-minutes``
+each child checkpoints and stops at the deadline (exit code ``EXIT_PAUSED``); no unit starts after it.
 
 When every unit has finished, the parent runs the selection once more in its own process: each cell resumes a
 finished checkpoint (no training step) and the parent writes the run's one results file.

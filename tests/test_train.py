@@ -330,7 +330,8 @@ def test_resume_at_another_commit_records_both(tmp_path, monkeypatch):
     assert [(s["git_commit"], s["from_global_step"]) for s in resumed.segments] == [("a" * 40, 0), ("b" * 40, steps)]
     ck = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
     assert ck["segments"] == resumed.segments
-    assert segments_note(resumed.segments) == f"; trained at commit {'a' * 12} from step 0, {'b' * 12} from step {steps}"
+    expected = f"; trained at commit {'a' * 12} from step 0, {'b' * 12} from step {steps}"
+    assert segments_note(resumed.segments) == expected
     legacy = [{"git_commit": None, "from_global_step": 0}, {"git_commit": "c" * 40, "from_global_step": 7}]
     assert "an unrecorded commit from step 0" in segments_note(legacy)
 

@@ -1,15 +1,15 @@
 """Label and learnability checks for generated Pathfinder.
 
-``label_problems`` reads, from the generator's records of one image, whatever would make its label
-unreadable (a broken target path, a marker off the tips, a label that disagrees with the markers' paths,
-a faint marker). ``shortcut_probe`` asks the opposite question: whether a global statistic of the image
-(lit pixels, total intensity, the distance between the markers, connected pieces, distractors drawn) tells
-the label without following a path; each one's best threshold, fitted on half of fresh images, should score
-near chance (50 %) on the other half. ``learnability`` trains a small CNN on fresh data: a label that cannot be read from
-the image leaves every model at chance (50 %). It generates ``n`` images with
-``runners.data.lra.pathfinder_gen``, splits them as the loader does (80/10/10), trains a small residual
-CNN for a time budget and reports the best validation accuracy. The command exits non-zero when that
-accuracy stays below ``--min-acc``:
+``label_problems`` reads, from the generator's records of one image, whatever would make its label unreadable (a
+broken target path, a marker off the tips, a label that disagrees with the markers' paths, a faint marker).
+``shortcut_probe`` asks the opposite question: whether a global statistic of the image (lit pixels, total intensity,
+the distance between the markers, connected pieces, distractors drawn) tells the label without following a path;
+each one's best threshold, fitted on half of fresh images, should score near chance (50 %) on the other half.
+``learnability`` trains a small CNN on fresh data: a label that cannot be read from the image leaves every model at
+chance (50 %). It generates ``n`` images with ``runners.data.lra.pathfinder_gen``, splits them as the loader does
+(80/10/10), trains a small residual CNN for a time budget and reports the best validation accuracy. The command
+runs both and exits non-zero when that accuracy stays below ``--min-acc`` or a statistic's held-out accuracy
+exceeds ``--max-shortcut-acc``:
 
     python -m runners.data.lra.pathfinder_check --n 40000 --minutes 8 --device cuda --min-acc 0.7 \\
         --workers 16 --out /tmp/pathfinder_check --output pathfinder_check.json
@@ -96,7 +96,8 @@ def _global_statistics(g: SampleGeometry, p: PathfinderParams) -> list[float]:
     lit = image > 40
     (y0, x0), (y1, x1) = g.markers
     pieces = ndimage.label(lit, structure=np.ones((3, 3)))[1]
-    return [float(lit.sum()), float(image.sum()), math.hypot(y0 - y1, x0 - x1), float(pieces), float(len(g.distractors))]
+    return [float(lit.sum()), float(image.sum()), math.hypot(y0 - y1, x0 - x1), float(pieces),
+            float(len(g.distractors))]
 
 
 def _threshold_accuracy(f_fit: np.ndarray, y_fit: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:
