@@ -18,15 +18,24 @@ from ssm_core.ops.reference import cauchy_terms, log_vandermonde_terms
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels_sbs", REPO / "benchmarks" / "bench_kernels.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up there
+def _script(name: str):
+    """benchmarks/<name>.py imported as a module."""
+    spec = importlib.util.spec_from_file_location(f"{name}_sbs", REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     try:
-        spec.loader.exec_module(bench)
+        spec.loader.exec_module(module)
     finally:
         sys.modules.pop(spec.name, None)
-    return bench
+    return module
+
+
+def _bench():
+    return _script("bench_kernels")
+
+
+def _bench_layers():
+    return _script("bench_layers")
 
 
 class ReferenceAsOfficial:
@@ -102,17 +111,6 @@ def test_side_by_side_table_judges_each_length_by_its_target():
 
 
 # ---------------------------------------------------------------------------------------------- layers
-
-def _bench_layers():
-    spec = importlib.util.spec_from_file_location("bench_layers_sbs", REPO / "benchmarks" / "bench_layers.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return bench
-
 
 class TupleLayer(torch.nn.Module):
     """A stand-in with the official FFTConv's interface: (B, H, L) -> ((B, H, L), state)."""

@@ -221,8 +221,8 @@ def graphed_step(step: Callable[[], None], device: torch.device, warmup: int = 3
 
 
 #: what the memory of a graph-replayed step counts
-GRAPH_MEMORY_NOTE = ("memory: peak CUDA allocation from before the eager warm-up through the capture and the replays "
-                     "(the graph's pool included), above what the model and inputs hold")
+GRAPH_MEMORY_NOTE = ("peak torch.cuda.max_memory_allocated from the eager warm-up through the capture and a replay "
+                     "(the graph's pool included), minus memory allocated before the model")
 
 
 def measure_training_step(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device,
@@ -236,66 +236,47 @@ def measure_training_step(build: Callable[[], tuple[Callable[[], None], torch.nn
         raise ValueError(f"measure_training_step: need warmup >= 0 and reps >= 1, got {warmup}, {reps}")
     if step_graph and device.type != "cuda":
         raise ValueError(f"step_graph: a CUDA graph needs a CUDA device, got {device}")
-    if step_graph:
-        with kernel_graphs_off():
-            return _measure_graphed(build, device, warmup, reps)
+    with kernel_graphs_off() if step_graph else contextlib.nullcontext():
+        return _measure(build, device, warmup, reps, step_graph)
+
+
+def _measure(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device, warmup: int,
+             reps: int, step_graph: bool) -> StepMeasurement:
     free_memory(device)
     base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
     step = model = None
     try:
         step, model = build()
         params = sum(p.numel() for p in model.parameters())
-        for _ in range(warmup):
-            step()
+        if step_graph:  # the peak from before the warm-up: the graph's pool is kept across replays
+            torch.cuda.reset_peak_memory_stats(device)
+            step = graphed_step(step, device, warmup)
+            how = f"median of {reps} replays of the step captured in one CUDA graph after {max(warmup, 1)} warm-up " \
+                  f"steps; {GRAPH_MEMORY_NOTE}"
+        else:
+            for _ in range(warmup):
+                step()
+            how = f"median of {reps} steps after {warmup} warm-up; "
         synchronize(device)
         if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
+            if not step_graph:
+                torch.cuda.reset_peak_memory_stats(device)
             step()
             torch.cuda.synchronize(device)
             mem = torch.cuda.max_memory_allocated(device) - base
             times = _time_cuda(step, reps, device)
-            note = CUDA_MEMORY_NOTE
+            note = "" if step_graph else CUDA_MEMORY_NOTE
         else:
             mem = saved_tensor_bytes(step, model)
             times = _time_cpu(step, reps)
             note = CPU_MEMORY_NOTE
-        result = StepMeasurement(statistics.median(times), mem / MIB,
-                                 f"median of {reps} steps after {warmup} warm-up; {note}", params)
+        result = StepMeasurement(statistics.median(times), mem / MIB, how + note, params)
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
         result = StepMeasurement("X", "X", oom_note(exc, device))
     finally:
         step = model = None
-        free_memory(device)
-    return result
-
-
-def _measure_graphed(build: Callable[[], tuple[Callable[[], None], torch.nn.Module]], device: torch.device,
-                     warmup: int, reps: int) -> StepMeasurement:
-    """measure_training_step with the step replayed from one CUDA graph (memory: GRAPH_MEMORY_NOTE)."""
-    free_memory(device)
-    step = model = replay = None
-    try:
-        step, model = build()
-        params = sum(p.numel() for p in model.parameters())
-        torch.cuda.synchronize(device)
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        replay = graphed_step(step, device, warmup)
-        replay()
-        torch.cuda.synchronize(device)
-        times = _time_cuda(replay, reps, device)
-        mem = torch.cuda.max_memory_allocated(device) - base
-        result = StepMeasurement(statistics.median(times), mem / MIB,
-                                 f"median of {reps} replays of the step captured in one CUDA graph after "
-                                 f"{max(warmup, 1)} warm-up steps; {GRAPH_MEMORY_NOTE}", params)
-    except Exception as exc:
-        if not is_out_of_memory(exc):
-            raise
-        result = StepMeasurement("X", "X", oom_note(exc, device))
-    finally:
-        step = model = replay = None
         free_memory(device)
     return result
 
