@@ -98,9 +98,12 @@ def _commit_text(env: dict) -> str:
 def _env_line(result: dict) -> str:
     env = result.get("environment") or {}
     wall = result.get("wall_time_s")
+    trained = any(isinstance(s, dict) and s.get("elapsed_seconds") for s in (result.get("series") or {}).values())
+    wall_text = (f"wall time of the call that wrote it {fmt(wall)} s (each cell's training time is in its line below)"
+                 if trained else f"wall time {fmt(wall)} s")
     return (f"device **{env.get('device_name', '?')}**, torch {env.get('torch', '?')}, triton {env.get('triton')}, "
             f"{_commit_text(env)}"
-            + f", finished {result.get('finished', '?')}, wall time {fmt(wall)} s, seed {result.get('seed', '?')}")
+            + f", finished {result.get('finished', '?')}, {wall_text}, seed {result.get('seed', '?')}")
 
 
 def overrides_lines(result: dict) -> list[str]:

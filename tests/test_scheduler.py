@@ -207,6 +207,7 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     report_all(project / "tables", project / "results")
     report = (project / "tables" / "toytrain.md").read_text()
     assert "**Data made by the suite** (`--data suite`): toy" in report
+    assert "wall time of the call that wrote it" in report and "training time is in its line below" in report
 
 
 def test_cells_per_gpu_share_a_gpu_and_the_results_say_so(project: Path, capsys: pytest.CaptureFixture) -> None:
@@ -216,6 +217,8 @@ def test_cells_per_gpu_share_a_gpu_and_the_results_say_so(project: Path, capsys:
     assert all(s["cells_per_gpu"] == 2 for s in result["series"].values())
     speed_notes = [n for n in result["notes"] if "steps/s" in n]
     assert len(speed_notes) == 2 and all("(the GPU shared by 2 training cells)" in n for n in speed_notes)
+    assert all(" min of training; " in n for n in speed_notes)
+    assert all(s["elapsed_seconds"] > 0 for s in result["series"].values())
     for row in ("A_suite_data", "B_suite_data"):
         log = (project / f"runs/toytrain/smoke/logs/{row}__Text.log").read_text()
         assert "CUDA_VISIBLE_DEVICES=0 " in log

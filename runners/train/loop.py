@@ -82,6 +82,7 @@ class TrainResult:
     world_size: int = 1
     segments: list[dict] = dataclasses.field(default_factory=list)  # the code that trained it: see code_segments
     cells_per_gpu: int = 1  # training cells that shared the GPU when steps_per_second was measured (run --gpus)
+    elapsed_seconds: Optional[float] = None  # training time of every call together (the max_minutes clock)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -190,10 +191,13 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         return {"steps_per_second": steps_this_call / train_seconds if train_seconds > 0 else None,
                 "peak_memory_mb": peak, "cells_per_gpu": int(os.environ.get(CELLS_PER_GPU_ENV, "1"))}
 
+    saved_elapsed = elapsed_before  # the training clock as the last checkpoint recorded it (the result reports it)
+
     def save(partial_entry: Optional[dict]) -> None:
-        nonlocal save_seconds
+        nonlocal save_seconds, saved_elapsed
         t_save = time.perf_counter()
         speed_memory = measured()
+        saved_elapsed = elapsed()
         rng = dist_io.gather_objects(ckpt_io.rng_state(device), info)  # collective: every rank
         sums = dist_io.all_reduce_sum(accum.clone(), info)
         if main:
@@ -204,7 +208,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 "schedule": schedule.state_dict(), "scaler": scaler.state_dict(),
                 "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
                 "history": history, "partial": partial_entry, "best": best_validation(history, monitor),
-                "elapsed_seconds": elapsed(), "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
+                "elapsed_seconds": saved_elapsed, "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
                 "measured": speed_memory, "segments": segments,
                 "rng": rng,
             }, ckpt_path)
@@ -301,11 +305,11 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                          peak_memory_mb=speed_memory["peak_memory_mb"], n_params=n_params, monitor=monitor,
                          stop_reason=stop_reason,
                          world_size=world, segments=segments,
-                         cells_per_gpu=speed_memory.get("cells_per_gpu") or 1)
+                         cells_per_gpu=speed_memory.get("cells_per_gpu") or 1, elapsed_seconds=saved_elapsed)
     if main:
         write_json_atomic(run_dir / "summary.json", {
             **result.to_dict(), "config": cfg.to_dict(), "model_config": model_config, "task": task_sig,
-            "device": str(device), "elapsed_seconds": elapsed(), "epochs_done": epoch})
+            "device": str(device), "epochs_done": epoch})
     dist_io.barrier(info)
     return result
 

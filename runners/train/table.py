@@ -410,15 +410,17 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 "history": result.history, "steps_per_second": result.steps_per_second,
                 "peak_memory_mb": result.peak_memory_mb, "n_params": result.n_params, "monitor": result.monitor,
                 "stop_reason": result.stop_reason, "seq_len": task.seq_len, "segments": result.segments,
-                "cells_per_gpu": result.cells_per_gpu}
+                "cells_per_gpu": result.cells_per_gpu, "elapsed_seconds": result.elapsed_seconds}
             value = result.test_at_best_val
             mem = f", peak memory {result.peak_memory_mb:.0f} MiB" if result.peak_memory_mb else ""
             speed = (f"{result.steps_per_second:.2f} steps/s" if result.steps_per_second
                      else "steps/s not measured")
             if result.steps_per_second and result.cells_per_gpu > 1:
                 speed += f" (the GPU shared by {result.cells_per_gpu} training cells)"
+            took = f"; {result.elapsed_seconds / 60:.1f} min of training" if result.elapsed_seconds else ""
             notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
-                         f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}; stop: {result.stop_reason}"
+                         f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}{took}; "
+                         f"stop: {result.stop_reason}"
                          + segments_note(result.segments))
             ctx.cell_finished(f"{row} / {col}", cells)
     if paused:
