@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -441,7 +442,14 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     parser.add_argument("--official", type=Path, default=None, metavar="S4_CHECKOUT",
                         help="also time the official FFTConv of this checkout of state-spaces/s4, with its CUDA "
                              "extension built from it, side by side in this process (needs CUDA, nvcc and ninja)")
+    parser.add_argument("--render", type=Path, default=None, metavar="RESULTS_JSON",
+                        help="only rewrite the table (--tables-dir, default tables/) from an existing results file")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        table_path = (args.tables_dir or REPO / "tables") / "bench-layers.md"
+        write_text_atomic(table_path, markdown_table(json.loads(args.render.read_text())))
+        print(f"wrote {table_path}")
+        return {"json": str(args.render), "table": str(table_path)}
     official_module = None
     if args.official is not None:  # loaded before anything is timed: a checkout that fails stops the run here
         from runners.benchmark.official_ext import OfficialExtensionError, load_official_layer

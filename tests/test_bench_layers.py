@@ -31,6 +31,9 @@ def test_quick_run_writes_json_and_table(tmp_path: Path) -> None:
     table = Path(paths["table"]).read_text()
     assert Path(paths["table"]) == tmp_path / "bench-layers.md"
     assert "| S4D " in table and "official ms" in table and record["environment"]["device_name"] in table
+    # --render writes the same table from the results file alone
+    again = bench.main(["--render", paths["json"], "--tables-dir", str(tmp_path / "again")])
+    assert Path(again["table"]).read_text() == table
 
 
 def test_full_plan_covers_the_issue_sizes() -> None:

@@ -4,6 +4,9 @@ and a layer with the official FFTConv's interface)."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import torch
 
 from runners.benchmark import official
 from runners.benchmark.official_ext import (KERNEL_DIR, REQUIRED, OfficialExtensionError, check_checkout,
-                                            load_official)
+                                            checkout_commit, load_official)
 from ssm_core.ops.reference import cauchy_terms, log_vandermonde_terms
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,3 +194,24 @@ def test_near_singular_case_measures_both_against_complex128():
     text = "\n".join(bench.side_by_side_markdown({"side_by_side": side, "near_singular": [row]}))
     assert "Next to the poles (Cauchy, batch 2, N/2 5, L 37" in text
     assert f"Within 10x: {'yes' if row['within_factor'] else 'no'}." in text
+
+
+def test_checkout_commit_is_the_checkouts_own_not_an_enclosing_repositorys(tmp_path):
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    outer = tmp_path / "outer"
+    copy = outer / "exported-s4"
+    copy.mkdir(parents=True)
+    (copy / "f").write_text("x")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "outer"]):
+        subprocess.run([git, "-C", str(outer), *args], check=True, env=env)
+    assert checkout_commit(copy) is None  # files copied into another repository: their commit is unknown
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "own"]):
+        subprocess.run([git, "-C", str(copy), *args], check=True, env=env)
+    own = subprocess.run([git, "-C", str(copy), "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert checkout_commit(copy) == own
+    assert checkout_commit(tmp_path / "nowhere") is None

@@ -69,12 +69,19 @@ def check_checkout(checkout: Path) -> Path:
 
 
 def checkout_commit(checkout: Path) -> Optional[str]:
-    try:
-        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10)
-    except (OSError, subprocess.SubprocessError):
+    """The commit the checkout's own git repository is at, or None: not a git checkout (e.g. an exported copy
+    of its files), or git missing. A folder inside another repository is not that repository's checkout."""
+    def git(*args: str) -> Optional[str]:
+        try:
+            out = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+    top = git("rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != Path(checkout).resolve():
         return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+    return git("rev-parse", "HEAD")
 
 
 def _import_file(name: str, path: Path) -> ModuleType:
