@@ -150,7 +150,7 @@ def _planned_run(spec_name: str, tier: str, monkeypatch: pytest.MonkeyPatch, tmp
 
     loaders = {name: (lambda root, _n=name, **kw: _fake_task(_n)) for name in _FAKE_SHAPES}
     monkeypatch.setattr(table_mod, "train", fake_train)
-    monkeypatch.setattr(table_mod, "prepare_data", lambda col, task, ctx: tmp_path)
+    monkeypatch.setattr(table_mod, "prepare_data", lambda col, task, ctx, work_dir=None: tmp_path)
     monkeypatch.setattr(table_mod, "LOADERS", {**table_mod.LOADERS, **loaders})
     ctx = RunContext(spec_id=spec.id, tier=tier, device=torch.device("cpu"), seed=0, work_dir=tmp_path,
                      data_dir=tmp_path, progress=False)

@@ -246,6 +246,7 @@ def test_train_in_resumes_the_other_tables_run_and_refuses_another_configuration
     a, b = (json.loads(p.read_text()) for p in (first, second))
     assert a["cells"] == b["cells"] and a["series"] == b["series"]  # the twin resumed the finished run
     assert not (project / "runs/toytwin/smoke/A_suite_data__Text").exists()
+    assert not (project / "runs/toytwin/smoke/data").exists()  # evaluated on the data the twin trained on
     twin["tiers"]["smoke"]["train"] = {**TRAIN, "lr": 0.02}  # another configuration: refused, not reused
     (project / "reproductions" / "toytwin.yaml").write_text(yaml.safe_dump(twin))
     with pytest.raises(Exception, match="(?i)checkpoint"):

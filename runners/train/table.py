@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import nn
@@ -218,15 +218,27 @@ def cell_path(work_dir: Path, tier: str, row_cfg: dict, row: str, col: str) -> P
     return work_dir.parent.parent / shared["spec"] / tier / f"{_slug(shared['row'])}__{_slug(col)}"
 
 
-def prepare_data(col: str, task: dict, ctx: RunContext) -> Path:
-    """The data root of a task: the run's own generated / stand-in data, or $DATA_PATH."""
+def data_work_dir(ctx: RunContext, rows_cfg: Sequence[dict]) -> Path:
+    """Where a task's prepared data lives: runs/<spec>/<tier>/data/, or, when every row of the task trains in
+    one other spec's run (``train_in``), that run's, so the data its cells trained on is made once and the
+    evaluation reads the same files."""
+    homes = {(m.get("train_in") or {}).get("spec") for m in rows_cfg}
+    if len(homes) == 1 and None not in homes:
+        return ctx.work_dir.parent.parent / homes.pop() / ctx.tier
+    return ctx.work_dir
+
+
+def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path] = None) -> Path:
+    """The data root of a task: generated / stand-in data under ``work_dir`` (default: the run's own), or
+    $DATA_PATH. A folder prepared with other arguments is refused, never overwritten."""
     prep = task.get("prepare")
     if prep is None:
         return ctx.data_dir
     args = {k: v for k, v in prep.items() if k != "preparer"}
-    root = ctx.work_dir / "data" / _slug(col)
+    work_dir = ctx.work_dir if work_dir is None else work_dir
+    root = work_dir / "data" / _slug(col)
     done = root / ".complete"
-    with exclusive(ctx.work_dir / "data" / f".{_slug(col)}.lock", f"preparing {root}"):
+    with exclusive(work_dir / "data" / f".{_slug(col)}.lock", f"preparing {root}"):
         if not done.exists():
             root.mkdir(parents=True, exist_ok=True)
             extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}
@@ -341,7 +353,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
             continue
         extras = parse_extra_evals(task_cfg.get("extra_eval"), f"tasks.{col}.extra_eval")
         try:
-            root = prepare_data(col, task_cfg, ctx)
+            root = prepare_data(col, task_cfg, ctx, data_work_dir(ctx, [cfg.models[row] for row in rows]))
             task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
             extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
                                                                                ev.loader_args))) for ev in extras]
