@@ -73,11 +73,11 @@ class ResidualBlock(nn.Module):
             return x + self.dropout(self.layer(self.norm(x), rate=rate))
         return self.norm(x + self.dropout(self.layer(x, rate=rate)))
 
-    def step(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:  # (B, H)
+    def step(self, x: Tensor, state: Tensor, inplace: bool = False) -> tuple[Tensor, Tensor]:  # (B, H)
         if self.prenorm:
-            y, state = self.layer.step(self.norm(x), state)
+            y, state = self.layer.step(self.norm(x), state, inplace)
             return x + y, state
-        y, state = self.layer.step(x, state)
+        y, state = self.layer.step(x, state, inplace)
         return self.norm(x + y), state
 
 
@@ -129,14 +129,15 @@ class SequenceModel(nn.Module):
     def default_state(self, batch_size: int, device: torch.device | None = None) -> list[Tensor]:
         return [block.layer.default_state(batch_size, device) for block in self.blocks]
 
-    def step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        """x: (B,) tokens or (B, d_input) -> (B, d_output) per position (pool must be 'none')."""
+    def step(self, x: Tensor, state: list[Tensor], inplace: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """x: (B,) tokens or (B, d_input) -> (B, d_output) per position (pool must be 'none'). ``inplace``: each
+        layer's new state is written over its old one (the returned list holds the same tensors)."""
         if self.pool != "none":
             raise ValueError("step mode needs pool='none' (one output per position)")
         h = self.encoder(x)
         new_state = []
         for block, s in zip(self.blocks, state):
-            h, s = block.step(h, s)
+            h, s = block.step(h, s, inplace)
             new_state.append(s)
         return self.decoder(self.final_norm(h)), new_state
 

@@ -112,10 +112,11 @@ class SSMLayer(nn.Module):
         state = self.kernel.default_state(batch_size)
         return state if device is None else state.to(device)
 
-    def step(self, u: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
-        """One step: u (B, H) -> y (B, H), new state. Same outputs as forward() on the whole sequence."""
+    def step(self, u: Tensor, state: Tensor, inplace: bool = False) -> tuple[Tensor, Tensor]:
+        """One step: u (B, H) -> y (B, H), new state. Same outputs as forward() on the whole sequence.
+        ``inplace``: the new state is written over ``state`` (and returned): no new tensor per step."""
         if not self._step_ready:
             self.setup_step()
-        y, state = self.kernel.step(u, state)  # (B, C, H)
+        y, state = self.kernel.step(u, state, out=state if inplace else None)  # (B, C, H)
         y = y.to(u.dtype) + u[:, None, :] * self.d
         return self._mix(y.flatten(1)), state

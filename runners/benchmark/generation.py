@@ -16,6 +16,8 @@ layers, the output head and the argmax.
 argmax, the state update) from one CUDA graph captured before the timed loop, so the host issues one launch per
 token instead of one per operation; the Transformers run eagerly (the softmax Transformer's cached step changes
 shape with the context, the Linear Transformer's carries its position as a Python number). Results say which.
+S4 and S4D step their states in place; on CUDA (the 'triton' backend) each layer's state update and output
+reduction is one fused kernel (ssm_core.ops.step_triton) that reads and writes each state once.
 """
 from __future__ import annotations
 
@@ -216,13 +218,17 @@ class _Generator:
     def step_in_place(self, tokens: torch.Tensor, state: Any) -> None:
         """One generation step that writes its results into its inputs (the body a CUDA graph replays): ``tokens``
         (B,) <- the argmax of the logits, every tensor of ``state`` <- the next state's."""
-        logits, new_state = self.model.step(tokens, state)  # (B, vocab)
+        if isinstance(self.model, SequenceModel):  # each layer writes its new state over the old one
+            logits, new_state = self.model.step(tokens, state, inplace=True)  # (B, vocab)
+        else:
+            logits, new_state = self.model.step(tokens, state)
         old, new = state_tensors(state), state_tensors(new_state)
         if len(old) != len(new):
             raise RuntimeError(f"{self.name}: the step returned {len(new)} state tensors for {len(old)}")
         tokens.copy_(logits.argmax(dim=-1))
         for o, n in zip(old, new):
-            o.copy_(n)
+            if n is not o:
+                o.copy_(n)
 
     def capture(self, tokens: torch.Tensor, state: Any) -> Callable[[], None]:
         """A CUDA graph of :meth:`step_in_place` on these tensors (warmed up on a side stream, then the state and
@@ -258,8 +264,12 @@ class _Generator:
                 return time.perf_counter() - t0
             synchronize(self.device)
             t0 = time.perf_counter()
+            recurrent_ssm = isinstance(self.model, SequenceModel)
             for _ in range(steps):
-                logits, state = self.model.step(tokens, state)  # (B, vocab)
+                if recurrent_ssm:
+                    logits, state = self.model.step(tokens, state, inplace=True)  # (B, vocab)
+                else:
+                    logits, state = self.model.step(tokens, state)
                 tokens = logits.argmax(dim=-1)
             synchronize(self.device)
             return time.perf_counter() - t0

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from ..inits import diagonal_init
-from ..ops import log_vandermonde
+from ..ops import log_vandermonde, resolve_backend
 from .graphs import cache_of
 from .graphs import run as run_graphed
 from .params import (DISCRETIZATIONS, REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from,
@@ -297,17 +297,24 @@ class DiagKernel(nn.Module):
                                       "its normalization depends on the sequence length")
         with torch.no_grad():
             _, log_da, db = self.discrete(rate)
-            self._step = (torch.exp(log_da), db, as_complex(self.c))  # (H, N/2), (H, N/2), (channels, H, N/2)
+            # (H, N/2), (H, N/2), (channels, H, N/2)
+            self._step = (torch.exp(log_da).contiguous(), db.contiguous(), as_complex(self.c).contiguous())
 
     def default_state(self, batch_size: int) -> Tensor:
         if self._step is None:
             self.setup_step()
         return torch.zeros(batch_size, self.h, self.n // 2, dtype=self._step[0].dtype, device=self.log_dt.device)
 
-    def step(self, u: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real, new x."""
+    def step(self, u: Tensor, x: Tensor, out: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real, new x (written into ``out`` when given;
+        ``out=x`` steps in place). The 'triton' backend runs the fused step (ssm_core.ops.step_triton)."""
         if self._step is None:
             self.setup_step()
         da, db, c = self._step
+        if resolve_backend(self.backend, x.device) == "triton":
+            from ..ops.step_triton import diag_step
+
+            return diag_step(x, u, da, db, c, out=out)
         x = da * x + db * u.to(x.dtype)[..., None]
-        return 2 * torch.einsum("chn,bhn->bch", c, x).real, x
+        y = 2 * torch.einsum("chn,bhn->bch", c, x).real
+        return y, (x if out is None else out.copy_(x))

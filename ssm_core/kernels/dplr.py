@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from ..hippo import B_CLIP, MEASURES, clip_imag, dplr
-from ..ops import cauchy
+from ..ops import cauchy, resolve_backend
 from .graphs import cache_of
 from .graphs import run as run_graphed
 from .params import REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from, real_part, register
@@ -214,8 +214,9 @@ class DPLRKernel(nn.Module):
             # (I + dt/2 P^* D P)^-1, (H, r, r)
             inner = torch.einsum("rhn,hn,shn->hrs", p.conj(), d, p) * half[..., None]
             inner = torch.linalg.inv(torch.eye(p.shape[0], dtype=lam.dtype, device=lam.device) + inner)
-            self._step = {"lam": lam, "p": p, "d": d, "inner": inner, "half": half,
-                          "b": b * dt[:, None].to(lam.dtype), "c": self.true_c()}  # C does not depend on dt
+            self._step = {"lam": lam.contiguous(), "p": p.contiguous(), "d": d.contiguous(), "inner": inner,
+                          "half": half, "b": (b * dt[:, None].to(lam.dtype)).contiguous(),
+                          "c": self.true_c().contiguous()}  # C does not depend on dt
 
     def _apply_a1(self, y: Tensor) -> Tensor:
         """(I - dt/2 (Lambda - P P^*))^-1 y by Woodbury: D y - D P (I + dt/2 P^* D P)^-1 dt/2 P^* D y."""
@@ -230,15 +231,22 @@ class DPLRKernel(nn.Module):
             self.setup_step()
         return torch.zeros(batch_size, self.h, self.n, dtype=self._step["lam"].dtype, device=self.log_dt.device)
 
-    def step(self, u: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-        """u (B, H) real, x (B, H, N) complex -> y (B, channels, H) real, new x."""
+    def step(self, u: Tensor, x: Tensor, out: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """u (B, H) real, x (B, H, N) complex -> y (B, channels, H) real, new x (written into ``out`` when given;
+        ``out=x`` steps in place). The 'triton' backend runs the fused step (ssm_core.ops.step_triton) for rank 1
+        (LegS, FouT); a higher rank (LegT: 2) runs these torch operations on every backend."""
         if self._step is None:
             self.setup_step()
         s = self._step
+        if s["p"].shape[0] == 1 and resolve_backend(self.backend, x.device) == "triton":
+            from ..ops.step_triton import dplr_step
+
+            return dplr_step(x, u, s["lam"], s["p"][0], s["d"], s["b"], s["c"], s["half"][:, 0].real,
+                             s["inner"][:, 0, 0].contiguous(), out=out)
         a0x = x + s["half"] * (s["lam"] * x - torch.einsum("rhn,bhr->bhn", s["p"],
                                                              torch.einsum("rhn,bhn->bhr", s["p"].conj(), x)))
         x = self._apply_a1(a0x + s["b"] * u.to(x.dtype)[..., None])
-        return torch.einsum("chn,bhn->bch", s["c"], x).real, x
+        return torch.einsum("chn,bhn->bch", s["c"], x).real, (x if out is None else out.copy_(x))
 
 
 _NODES: dict[tuple, tuple[Tensor, Tensor]] = {}

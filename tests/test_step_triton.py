@@ -1,0 +1,102 @@
+"""The fused recurrent steps (ssm_core.ops.step_triton) against complex128 references on fresh random inputs: the
+diagonal step directly, S4's rank-1 Woodbury step against the dense bilinear step x' = (I - dt/2 A)^-1
+((I + dt/2 A) x + dt B u); in place and into a new tensor; the layers' Triton step equal to their torch step."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ssm_core import SSMLayer
+from ssm_core.ops.step_triton import diag_step, dplr_step
+
+C128 = torch.complex128
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # CPU: under TRITON_INTERPRET=1 (conftest)
+
+
+def _c(gen: torch.Generator, *shape: int, dtype: torch.dtype = C128) -> torch.Tensor:
+    return torch.complex(torch.randn(*shape, generator=gen, dtype=torch.float64),
+                         torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype).to(DEVICE)
+
+
+def _relative(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.to(ref.dtype) - ref).abs().max() / ref.abs().max()).item()
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.complex64, 1e-5), (C128, 1e-12)])
+@pytest.mark.parametrize("batch, h, n, channels", [(3, 5, 7, 1), (2, 70, 32, 2), (1, 1, 1, 1)])
+def test_diag_step_equals_the_recurrence(gen, dtype, tol, batch, h, n, channels) -> None:
+    x, da, db, c = _c(gen, batch, h, n), _c(gen, h, n) * 0.5, _c(gen, h, n), _c(gen, channels, h, n)
+    u = torch.randn(batch, h, generator=gen, dtype=torch.float64).to(DEVICE)
+    new = da * x + db * u[..., None]  # S4D's recurrence, x_t = dA x_{t-1} + dB u_t
+    y_ref = 2 * torch.einsum("chn,bhn->bch", c, new).real
+    args = [t.to(dtype) for t in (da, db, c)]
+    y, out = diag_step(x.to(dtype), u.to(torch.float32 if dtype == torch.complex64 else torch.float64), *args)
+    assert _relative(out, new) < tol and _relative(y, y_ref) < tol
+    state = x.to(dtype)
+    y2, same = diag_step(state, u.to(y.dtype), *args, out=state)  # in place
+    assert same is state and torch.equal(same, out) and torch.equal(y2, y)
+
+
+def _dplr_inputs(gen: torch.Generator, batch: int, h: int, n: int, channels: int) -> dict:
+    lam = torch.complex(-torch.rand(h, n, generator=gen, dtype=torch.float64) - 0.1,
+                        3 * torch.randn(h, n, generator=gen, dtype=torch.float64)).to(DEVICE)
+    p, b, c = _c(gen, h, n) * 0.3, _c(gen, h, n), _c(gen, channels, h, n)
+    half = ((torch.rand(h, generator=gen, dtype=torch.float64) * 0.1 + 1e-3) / 2).to(DEVICE)  # dt / 2
+    d = 1 / (1 - half[:, None] * lam)
+    inner = 1 / (1 + half * (p.conj() * d * p).sum(-1))
+    return {"x": _c(gen, batch, h, n), "u": torch.randn(batch, h, generator=gen, dtype=torch.float64).to(DEVICE),
+            "lam": lam, "p": p, "d": d, "b": b, "c": c, "half": half, "inner": inner}
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.complex64, 1e-5), (C128, 1e-12)])
+@pytest.mark.parametrize("batch, h, n, channels", [(3, 5, 7, 1), (2, 40, 64, 2)])
+def test_dplr_step_equals_the_dense_bilinear_step(gen, dtype, tol, batch, h, n, channels) -> None:
+    a = _dplr_inputs(gen, batch, h, n, channels)
+    eye = torch.eye(n, dtype=C128, device=DEVICE)
+    mat = torch.diag_embed(a["lam"]) - a["p"][:, :, None] * a["p"].conj()[:, None, :]  # A = Lambda - P P^* (H, N, N)
+    half = a["half"][:, None, None]
+    a0, a1 = eye + half * mat, torch.linalg.inv(eye - half * mat)
+    new = torch.einsum("hij,bhj->bhi", a1, torch.einsum("hij,bhj->bhi", a0, a["x"]) + a["b"] * a["u"][..., None])
+    y_ref = torch.einsum("chn,bhn->bch", a["c"], new).real
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    args = [a[k].to(dtype) for k in ("lam", "p", "d", "b", "c")]
+    y, out = dplr_step(a["x"].to(dtype), a["u"].to(real), *args, a["half"].to(real), a["inner"].to(dtype))
+    assert _relative(out, new) < tol and _relative(y, y_ref) < tol
+    state = a["x"].to(dtype)
+    y2, same = dplr_step(state, a["u"].to(real), *args, a["half"].to(real), a["inner"].to(dtype), out=state)
+    assert same is state and torch.equal(same, out) and torch.equal(y2, y)
+
+
+def test_bad_inputs_are_named(gen) -> None:
+    x, da, db, c = _c(gen, 2, 3, 4), _c(gen, 3, 4), _c(gen, 3, 4), _c(gen, 1, 3, 4)
+    u = torch.randn(2, 3, dtype=torch.float64, device=DEVICE)
+    with pytest.raises(ValueError, match="state x must be a contiguous complex"):
+        diag_step(x.transpose(0, 1), u.t(), da, db, c)
+    with pytest.raises(ValueError, match=r"input u must be real \(B, H\)"):
+        diag_step(x, u[:, :2], da, db, c)
+    with pytest.raises(ValueError, match="dB must be contiguous"):
+        diag_step(x, u, da, db.to(torch.complex64), c)
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        diag_step(x, u, da, db, c, out=torch.empty(2, 3, 5, dtype=C128, device=DEVICE))
+    a = _dplr_inputs(gen, 2, 3, 4, 1)
+    with pytest.raises(ValueError, match="half"):
+        dplr_step(a["x"], a["u"], a["lam"], a["p"], a["d"], a["b"], a["c"], a["half"].to(C128), a["inner"])
+
+
+@pytest.mark.parametrize("mode, init", [("s4d", "legs"), ("s4d", "lin"), ("s4", "legs"), ("s4", "legt")])
+def test_layer_triton_step_equals_its_torch_step(gen, mode: str, init: str) -> None:
+    """Over several steps, in place (generation) and not; LegT (rank 2) takes the torch operations."""
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    ref = SSMLayer(6, 8, mode=mode, init=init, channels=2, backend="torch").double().eval().to(DEVICE)
+    fused = SSMLayer(6, 8, mode=mode, init=init, channels=2, backend="triton").double().eval().to(DEVICE)
+    fused.load_state_dict(ref.state_dict())
+    s_ref, s_fused, s_new = ref.default_state(3), fused.default_state(3), fused.default_state(3)
+    for _ in range(5):
+        u = torch.randn(3, 6, generator=gen, dtype=torch.float64).to(DEVICE)
+        y_ref, s_ref = ref.step(u, s_ref)
+        held = s_fused
+        y_fused, s_fused = fused.step(u, s_fused, inplace=True)
+        y_new, s_new = fused.step(u, s_new)
+        assert s_fused is held
+        assert torch.allclose(y_fused, y_ref, atol=1e-12) and torch.allclose(s_fused, s_ref, atol=1e-12)
+        assert torch.equal(y_new, y_fused) and torch.equal(s_new, s_fused)
