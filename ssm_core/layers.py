@@ -106,7 +106,7 @@ class SSMLayer(nn.Module):
         self._step_ready = True
 
     def default_state(self, batch_size: int, device: torch.device | None = None) -> Tensor:
-        """Zero state: (B, H, N/2) complex for diagonal kernels, (B, H, N) for DPLR."""
+        """Zero state: (B, H, N/2) complex, one mode of each conjugate pair (diagonal and DPLR kernels)."""
         if not self._step_ready:
             self.setup_step()
         state = self.kernel.default_state(batch_size)

@@ -8,17 +8,21 @@ from ssm_core import SequenceModel, SSMLayer
 from ssm_core.fftconv import bidirectional_kernel, fft_conv
 
 
-@pytest.mark.parametrize("mode, init", [("s4d", "legs"), ("s4d", "inv"), ("s4", "legs"), ("s4", "fout")])
-def test_step_mode_equals_convolution_mode(mode: str, init: str) -> None:
+@pytest.mark.parametrize("backend", ["torch", "triton"])  # triton: the fused step (interpreter on CPU)
+@pytest.mark.parametrize("mode, init", [("s4d", "legs"), ("s4d", "inv"), ("s4", "legs"), ("s4", "fout"),
+                                        ("s4", "legt")])
+def test_step_mode_equals_convolution_mode(mode: str, init: str, backend: str) -> None:
     torch.manual_seed(0)
-    layer = SSMLayer(6, 16, mode=mode, init=init, channels=2, output="linear").double().eval()
-    x = torch.randn(3, 40, 6, dtype=torch.float64)
+    layer = SSMLayer(6, 16, mode=mode, init=init, channels=2, output="linear", backend=backend).double().eval()
+    if torch.cuda.is_available():
+        layer = layer.cuda()
+    x = torch.randn(3, 40, 6, dtype=torch.float64, device=layer.d.device)
     y = layer(x)
     layer.setup_step()
     state = layer.default_state(3)
     steps = []
     for t in range(x.shape[1]):
-        yt, state = layer.step(x[:, t], state)
+        yt, state = layer.step(x[:, t], state, inplace=t % 2 == 1)
         steps.append(yt)
     assert torch.allclose(torch.stack(steps, 1), y, atol=1e-10)
 

@@ -1,6 +1,7 @@
 """The fused recurrent steps (ssm_core.ops.step_triton) against complex128 references on fresh random inputs: the
-diagonal step directly, S4's rank-1 Woodbury step against the dense bilinear step x' = (I - dt/2 A)^-1
-((I + dt/2 A) x + dt B u); in place and into a new tensor; the layers' Triton step equal to their torch step."""
+diagonal step directly, S4's rank-1 Woodbury step on half the conjugate pairs against the dense bilinear step on
+all N modes, x' = (I - dt/2 A)^-1 ((I + dt/2 A) x + dt B u); in place and into a new tensor; the layers' Triton
+step equal to their torch step."""
 from __future__ import annotations
 
 import pytest
@@ -37,33 +38,42 @@ def test_diag_step_equals_the_recurrence(gen, dtype, tol, batch, h, n, channels)
     assert same is state and torch.equal(same, out) and torch.equal(y2, y)
 
 
-def _dplr_inputs(gen: torch.Generator, batch: int, h: int, n: int, channels: int) -> dict:
-    lam = torch.complex(-torch.rand(h, n, generator=gen, dtype=torch.float64) - 0.1,
-                        3 * torch.randn(h, n, generator=gen, dtype=torch.float64)).to(DEVICE)
-    p, b, c = _c(gen, h, n) * 0.3, _c(gen, h, n), _c(gen, channels, h, n)
+def _dplr_inputs(gen: torch.Generator, batch: int, h: int, m: int, channels: int) -> dict:
+    """One mode of each conjugate pair (m = N/2) of Lambda, P, B, C and the state, with D and inner as the layer
+    makes them (sums over all N modes: twice the real part of the kept half's)."""
+    lam = torch.complex(-torch.rand(h, m, generator=gen, dtype=torch.float64) - 0.1,
+                        3 * torch.randn(h, m, generator=gen, dtype=torch.float64)).to(DEVICE)
+    p, b, c = _c(gen, h, m) * 0.3, _c(gen, h, m), _c(gen, channels, h, m)
     half = ((torch.rand(h, generator=gen, dtype=torch.float64) * 0.1 + 1e-3) / 2).to(DEVICE)  # dt / 2
     d = 1 / (1 - half[:, None] * lam)
-    inner = 1 / (1 + half * (p.conj() * d * p).sum(-1))
-    return {"x": _c(gen, batch, h, n), "u": torch.randn(batch, h, generator=gen, dtype=torch.float64).to(DEVICE),
+    inner = 1 / (1 + half * 2 * (p.conj() * d * p).sum(-1).real)
+    return {"x": _c(gen, batch, h, m), "u": torch.randn(batch, h, generator=gen, dtype=torch.float64).to(DEVICE),
             "lam": lam, "p": p, "d": d, "b": b, "c": c, "half": half, "inner": inner}
 
 
+def _pairs(t: torch.Tensor) -> torch.Tensor:
+    """Both modes of each conjugate pair: (..., m) -> (..., 2m)."""
+    return torch.cat([t, t.conj()], -1)
+
+
 @pytest.mark.parametrize("dtype, tol", [(torch.complex64, 1e-5), (C128, 1e-12)])
-@pytest.mark.parametrize("batch, h, n, channels", [(3, 5, 7, 1), (2, 40, 64, 2)])
-def test_dplr_step_equals_the_dense_bilinear_step(gen, dtype, tol, batch, h, n, channels) -> None:
-    a = _dplr_inputs(gen, batch, h, n, channels)
-    eye = torch.eye(n, dtype=C128, device=DEVICE)
-    mat = torch.diag_embed(a["lam"]) - a["p"][:, :, None] * a["p"].conj()[:, None, :]  # A = Lambda - P P^* (H, N, N)
+@pytest.mark.parametrize("batch, h, m, channels", [(3, 5, 7, 1), (2, 40, 32, 2)])
+def test_dplr_step_equals_the_dense_bilinear_step(gen, dtype, tol, batch, h, m, channels) -> None:
+    a = _dplr_inputs(gen, batch, h, m, channels)
+    lam, p, b, c, x = (_pairs(a[k]) for k in ("lam", "p", "b", "c", "x"))  # the full state of N = 2m modes
+    eye = torch.eye(2 * m, dtype=C128, device=DEVICE)
+    mat = torch.diag_embed(lam) - p[:, :, None] * p.conj()[:, None, :]  # A = Lambda - P P^* (H, N, N)
     half = a["half"][:, None, None]
     a0, a1 = eye + half * mat, torch.linalg.inv(eye - half * mat)
-    new = torch.einsum("hij,bhj->bhi", a1, torch.einsum("hij,bhj->bhi", a0, a["x"]) + a["b"] * a["u"][..., None])
-    y_ref = torch.einsum("chn,bhn->bch", a["c"], new).real
+    new = torch.einsum("hij,bhj->bhi", a1, torch.einsum("hij,bhj->bhi", a0, x) + b * a["u"][..., None])
+    assert torch.allclose(new[..., m:], new[..., :m].conj(), atol=1e-12)  # the dropped half is the conjugate
+    y_ref = torch.einsum("chn,bhn->bch", c, new).real  # y = Re(C x) over all N modes
     real = torch.float32 if dtype == torch.complex64 else torch.float64
     args = [a[k].to(dtype) for k in ("lam", "p", "d", "b", "c")]
-    y, out = dplr_step(a["x"].to(dtype), a["u"].to(real), *args, a["half"].to(real), a["inner"].to(dtype))
-    assert _relative(out, new) < tol and _relative(y, y_ref) < tol
+    y, out = dplr_step(a["x"].to(dtype), a["u"].to(real), *args, a["half"].to(real), a["inner"].to(real))
+    assert _relative(out, new[..., :m]) < tol and _relative(y, y_ref) < tol
     state = a["x"].to(dtype)
-    y2, same = dplr_step(state, a["u"].to(real), *args, a["half"].to(real), a["inner"].to(dtype), out=state)
+    y2, same = dplr_step(state, a["u"].to(real), *args, a["half"].to(real), a["inner"].to(real), out=state)
     assert same is state and torch.equal(same, out) and torch.equal(y2, y)
 
 
@@ -81,6 +91,8 @@ def test_bad_inputs_are_named(gen) -> None:
     a = _dplr_inputs(gen, 2, 3, 4, 1)
     with pytest.raises(ValueError, match="half"):
         dplr_step(a["x"], a["u"], a["lam"], a["p"], a["d"], a["b"], a["c"], a["half"].to(C128), a["inner"])
+    with pytest.raises(ValueError, match="inner must be real"):
+        dplr_step(a["x"], a["u"], a["lam"], a["p"], a["d"], a["b"], a["c"], a["half"], a["inner"][:2])
 
 
 @pytest.mark.parametrize("mode, init", [("s4d", "legs"), ("s4d", "lin"), ("s4", "legs"), ("s4", "legt")])

@@ -206,33 +206,44 @@ class DPLRKernel(nn.Module):
 
     # -- recurrent step mode: O(N) per step through the Woodbury form of the bilinear step (S4 Lemma C.2) ----
     def setup_step(self, rate: float = 1.0) -> None:
-        """x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1, A = Lambda - P P^*; y = Re(C x)."""
+        """x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1, A = Lambda - P P^*; y = Re(C x).
+
+        The state keeps one mode of each conjugate pair (N/2 of N): Lambda, P, B and C come in conjugate pairs
+        and the input is real, so the other half of the state is the conjugate of the kept one, and every sum over
+        the N modes (P^* x, C x) is twice the real part of the sum over the kept half."""
         with torch.no_grad():
             lam, p, b, dt = self._full(rate)
-            half = (dt / 2)[:, None].to(lam.dtype)  # (H, 1)
-            d = 1 / (1 - half * lam)  # (H, N): (I - dt/2 Lambda)^-1
-            # (I + dt/2 P^* D P)^-1, (H, r, r)
-            inner = torch.einsum("rhn,hn,shn->hrs", p.conj(), d, p) * half[..., None]
-            inner = torch.linalg.inv(torch.eye(p.shape[0], dtype=lam.dtype, device=lam.device) + inner)
+            m = self.n // 2
+            lam, p, b = lam[:, :m], p[..., :m], b[:, :m]  # (H, N/2), (r, H, N/2), (H, N/2)
+            half = (dt / 2)[:, None]  # (H, 1) real
+            d = 1 / (1 - half * lam)  # (H, N/2): (I - dt/2 Lambda)^-1
+            # (I + dt/2 P^* D P)^-1 with the sum over all N modes: real (H, r, r)
+            pdp = 2 * torch.einsum("rhn,hn,shn->hrs", p.conj(), d, p).real * half[..., None]
+            inner = torch.linalg.inv(torch.eye(p.shape[0], dtype=pdp.dtype, device=pdp.device) + pdp)
             self._step = {"lam": lam.contiguous(), "p": p.contiguous(), "d": d.contiguous(), "inner": inner,
-                          "half": half, "b": (b * dt[:, None].to(lam.dtype)).contiguous(),
-                          "c": self.true_c().contiguous()}  # C does not depend on dt
+                          "half": half, "b": (b * dt[:, None]).contiguous(),
+                          "c": self.true_c()[..., :m].contiguous()}  # C does not depend on dt
+
+    def _pstar(self, x: Tensor) -> Tensor:
+        """P^* x summed over all N modes from the kept half: 2 Re sum_n conj(P_rn) x_n, (B, H, N/2) -> (B, H, r)."""
+        return 2 * torch.einsum("rhn,bhn->bhr", self._step["p"].conj(), x).real
 
     def _apply_a1(self, y: Tensor) -> Tensor:
         """(I - dt/2 (Lambda - P P^*))^-1 y by Woodbury: D y - D P (I + dt/2 P^* D P)^-1 dt/2 P^* D y."""
         s = self._step
-        dy = s["d"] * y  # (B, H, N)
-        t = torch.einsum("rhn,bhn->bhr", s["p"].conj(), dy) * s["half"]  # (B, H, r)
-        t = torch.einsum("hrs,bhs->bhr", s["inner"], t)
-        return dy - s["d"] * torch.einsum("rhn,bhr->bhn", s["p"], t)
+        dy = s["d"] * y  # (B, H, N/2)
+        t = torch.einsum("hrs,bhs->bhr", s["inner"], self._pstar(dy) * s["half"])  # (B, H, r) real
+        return dy - s["d"] * torch.einsum("rhn,bhr->bhn", s["p"], t.to(dy.dtype))
 
     def default_state(self, batch_size: int) -> Tensor:
+        """Zero state (B, H, N/2) complex: one mode of each conjugate pair."""
         if self._step is None:
             self.setup_step()
-        return torch.zeros(batch_size, self.h, self.n, dtype=self._step["lam"].dtype, device=self.log_dt.device)
+        return torch.zeros(batch_size, self.h, self.n // 2, dtype=self._step["lam"].dtype,
+                           device=self.log_dt.device)
 
     def step(self, u: Tensor, x: Tensor, out: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """u (B, H) real, x (B, H, N) complex -> y (B, channels, H) real, new x (written into ``out`` when given;
+        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real, new x (written into ``out`` when given;
         ``out=x`` steps in place). The 'triton' backend runs the fused step (ssm_core.ops.step_triton) for rank 1
         (LegS, FouT); a higher rank (LegT: 2) runs these torch operations on every backend."""
         if self._step is None:
@@ -241,12 +252,12 @@ class DPLRKernel(nn.Module):
         if s["p"].shape[0] == 1 and resolve_backend(self.backend, x.device) == "triton":
             from ..ops.step_triton import dplr_step
 
-            return dplr_step(x, u, s["lam"], s["p"][0], s["d"], s["b"], s["c"], s["half"][:, 0].real,
+            return dplr_step(x, u, s["lam"], s["p"][0], s["d"], s["b"], s["c"], s["half"][:, 0],
                              s["inner"][:, 0, 0].contiguous(), out=out)
-        a0x = x + s["half"] * (s["lam"] * x - torch.einsum("rhn,bhr->bhn", s["p"],
-                                                             torch.einsum("rhn,bhn->bhr", s["p"].conj(), x)))
+        a0x = x + s["half"] * (s["lam"] * x - torch.einsum("rhn,bhr->bhn", s["p"], self._pstar(x).to(x.dtype)))
         x = self._apply_a1(a0x + s["b"] * u.to(x.dtype)[..., None])
-        return torch.einsum("chn,bhn->bch", s["c"], x).real, (x if out is None else out.copy_(x))
+        y = 2 * torch.einsum("chn,bhn->bch", s["c"], x).real
+        return y, (x if out is None else out.copy_(x))
 
 
 _NODES: dict[tuple, tuple[Tensor, Tensor]] = {}

@@ -5,7 +5,8 @@ outputs, so each step reads and writes every state once (the torch step makes on
   x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t), per mode n (x holds one of each conjugate pair).
 - :func:`dplr_step`: S4's bilinear step with the state matrix A = Lambda - P P^* (S4 Lemma C.2, rank 1):
   x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1 applied by Woodbury,
-  A1 z = D z - D P (1 + dt/2 P^* D P)^-1 dt/2 P^* D z with D = (I - dt/2 Lambda)^-1; y_t = Re(C x_t).
+  A1 z = D z - D P (1 + dt/2 P^* D P)^-1 dt/2 P^* D z with D = (I - dt/2 Lambda)^-1; y_t = Re(C x_t); the state
+  holds one mode of each conjugate pair, as the layers' step does.
 
 Both write the new state over ``x`` (``out=x``) or into ``out``; complex64 computes in float32, complex128 in
 float64. Inputs are checked here; the callers (the kernels' ``step``) choose this path for the 'triton' backend.
@@ -74,38 +75,31 @@ def _dplr_step_kernel(x_ptr, out_ptr, u_ptr, lam_ptr, p_ptr, d_ptr, b_ptr, c_ptr
     li = tl.load(lam_ptr + ps + 1, mask=mask, other=0.0)
     half1 = tl.load(half_ptr + h, mask=rmask, other=0.0).to(xr.dtype)  # dt / 2 (H,) -> (rows,)
     half = half1[:, None]
-    # A0 x = x + dt/2 (Lambda x - P (P^* x))
-    sr = tl.sum(pr * xr + pi * xi, axis=1)[:, None]  # P^* x, (rows, 1)
-    si = tl.sum(pr * xi - pi * xr, axis=1)[:, None]
-    zr = xr + half * (lr * xr - li * xi - (pr * sr - pi * si))
-    zi = xi + half * (lr * xi + li * xr - (pr * si + pi * sr))
+    # A0 x = x + dt/2 (Lambda x - P (P^* x)); P^* x over all N modes = 2 Re sum over the kept half (real)
+    s = 2 * tl.sum(pr * xr + pi * xi, axis=1)[:, None]
+    zr = xr + half * (lr * xr - li * xi - pr * s)
+    zi = xi + half * (lr * xi + li * xr - pi * s)
     br = tl.load(b_ptr + ps, mask=mask, other=0.0)
     bi = tl.load(b_ptr + ps + 1, mask=mask, other=0.0)
     u = tl.load(u_ptr + rows, mask=rmask, other=0.0).to(xr.dtype)[:, None]
     zr += br * u
     zi += bi * u
-    # A1 z = D z - D P inner dt/2 P^* D z
+    # A1 z = D z - D P inner dt/2 P^* D z (inner and P^* D z real)
     dr = tl.load(d_ptr + ps, mask=mask, other=0.0)
     di = tl.load(d_ptr + ps + 1, mask=mask, other=0.0)
     yr = dr * zr - di * zi
     yi = dr * zi + di * zr
-    tr = tl.sum(pr * yr + pi * yi, axis=1) * half1  # dt/2 P^* D z, (rows,)
-    ti = tl.sum(pr * yi - pi * yr, axis=1) * half1
-    gr = tl.load(inner_ptr + 2 * h, mask=rmask, other=0.0)  # (1 + dt/2 P^* D P)^-1 (H,)
-    gi = tl.load(inner_ptr + 2 * h + 1, mask=rmask, other=0.0)
-    qr = (gr * tr - gi * ti)[:, None]
-    qi = (gr * ti + gi * tr)[:, None]
-    dpr = dr * pr - di * pi  # D P
-    dpi = dr * pi + di * pr
-    nr = yr - (dpr * qr - dpi * qi)
-    ni = yi - (dpr * qi + dpi * qr)
+    t = 2 * tl.sum(pr * yr + pi * yi, axis=1) * half1  # (rows,)
+    q = (tl.load(inner_ptr + h, mask=rmask, other=0.0).to(xr.dtype) * t)[:, None]
+    nr = yr - (dr * pr - di * pi) * q
+    ni = yi - (dr * pi + di * pr) * q
     tl.store(out_ptr + xs, nr, mask=mask)
     tl.store(out_ptr + xs + 1, ni, mask=mask)
-    for ch in range(C):  # y (B, C, H) = Re sum_n C x
+    for ch in range(C):  # y (B, C, H) = Re sum over all N of C x = 2 Re sum over the kept half
         cs = (ch * H + h[:, None]) * (2 * N) + 2 * n[None, :]
         cr = tl.load(c_ptr + cs, mask=mask, other=0.0)
         ci = tl.load(c_ptr + cs + 1, mask=mask, other=0.0)
-        tl.store(y_ptr + (b * C + ch) * H + h, tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
+        tl.store(y_ptr + (b * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
 
 
 def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, tuple[Tensor, tuple]]) -> None:
@@ -158,19 +152,21 @@ def diag_step(x: Tensor, u: Tensor, da: Tensor, db: Tensor, c: Tensor, out: Tens
 
 def dplr_step(x: Tensor, u: Tensor, lam: Tensor, p: Tensor, d: Tensor, b: Tensor, c: Tensor, half: Tensor,
               inner: Tensor, out: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """S4's rank-1 bilinear step. x (B, H, N) complex, u (B, H) real; Lambda, P, D = (1 - dt/2 Lambda)^-1 and
-    dt B, each (H, N); C (channels, H, N); half = dt / 2 (H,) real; inner = (1 + dt/2 P^* D P)^-1 (H,) complex
+    """S4's rank-1 bilinear step on one mode of each conjugate pair (the other half of the state is its conjugate).
+    x (B, H, N/2) complex, u (B, H) real; Lambda, P, D = (1 - dt/2 Lambda)^-1 and dt B, each (H, N/2); C
+    (channels, H, N/2); half = dt / 2 and inner = (1 + dt/2 P^* D P)^-1 (the sum over all N modes), each (H,) real
     -> y (B, channels, H) real and the new state (``out``; ``out=x`` updates in place)."""
     hn = tuple(x.shape[1:])
     channels = c.shape[0] if c.dim() == 3 else -1
     _check("dplr_step", x, u, out, {"Lambda": (lam, hn), "P": (p, hn), "D": (d, hn), "B": (b, hn),
-                                    "C": (c, (channels, *hn)), "inner": (inner, hn[:1])})
-    if half.shape != hn[:1] or half.is_complex() or half.device != x.device:
-        raise ValueError(f"dplr_step: half (dt / 2) must be real {hn[:1]} on {x.device}, got {half.dtype} "
-                         f"{tuple(half.shape)}")
+                                    "C": (c, (channels, *hn))})
+    for name, t in (("half (dt / 2)", half), ("inner", inner)):
+        if tuple(t.shape) != hn[:1] or t.is_complex() or t.device != x.device:
+            raise ValueError(f"dplr_step: {name} must be real {hn[:1]} on {x.device}, got {t.dtype} "
+                             f"{tuple(t.shape)} on {t.device}")
     out = torch.empty_like(x) if out is None else out
     real = _REAL[x.dtype]
     y = _launch(_dplr_step_kernel, x, out, u,
                 [torch.view_as_real(lam), torch.view_as_real(p), torch.view_as_real(d), torch.view_as_real(b),
-                 torch.view_as_real(c), half.to(real).contiguous(), torch.view_as_real(inner)], channels, real)
+                 torch.view_as_real(c), half.to(real).contiguous(), inner.to(real).contiguous()], channels, real)
     return y, out
