@@ -162,8 +162,9 @@ def _layer_row(mode: str, backend: str, output: str, h: int, b: int, length: int
     return row
 
 
-#: interleaved rounds of the side-by-side section (each: one bench_step of each layer, the order alternating)
-SIDE_BY_SIDE_ROUNDS = 3
+#: interleaved rounds of the side-by-side section (each: one bench_step of each layer, the order alternating); the
+#: host-bound rows (L 1024, H <= 256) moved by up to 50 % between rounds on an H100, so the median takes seven
+SIDE_BY_SIDE_ROUNDS = 7
 
 
 def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module], device: torch.device,
