@@ -204,7 +204,7 @@ class DPLRKernel(nn.Module):
                 khat = torch.cat([khat[..., :-1], nyq[..., None].to(cdtype)], -1)
         return torch.fft.irfft(khat, n=length)  # (c, H, L)
 
-    # -- recurrent step mode: O(N) per step through the Woodbury form of the bilinear step (S4 Lemma C.2) ----
+    # -- recurrent step mode: O(N) per step, the Woodbury form of the bilinear step (S4 Theorem 3, App. C.2) --
     def setup_step(self, rate: float = 1.0) -> None:
         """x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1, A = Lambda - P P^*; y = Re(C x).
 

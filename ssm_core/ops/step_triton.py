@@ -3,7 +3,7 @@ outputs, so each step reads and writes every state once (the torch step makes on
 
 - :func:`diag_step`: the diagonal recurrence of S4D (S4D eq. 3-4 in step form):
   x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t), per mode n (x holds one of each conjugate pair).
-- :func:`dplr_step`: S4's bilinear step with the state matrix A = Lambda - P P^* (S4 Lemma C.2, rank 1):
+- :func:`dplr_step`: S4's bilinear step with the state matrix A = Lambda - P P^*, rank 1 (S4 Theorem 3, App. C.2):
   x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1 applied by Woodbury,
   A1 z = D z - D P (1 + dt/2 P^* D P)^-1 dt/2 P^* D z with D = (I - dt/2 Lambda)^-1; y_t = Re(C x_t); the state
   holds one mode of each conjugate pair, as the layers' step does.
