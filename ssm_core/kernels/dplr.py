@@ -210,7 +210,8 @@ class DPLRKernel(nn.Module):
 
         The state keeps one mode of each conjugate pair (N/2 of N): Lambda, P, B and C come in conjugate pairs
         and the input is real, so the other half of the state is the conjugate of the kept one, and every sum over
-        the N modes (P^* x, C x) is twice the real part of the sum over the kept half."""
+        the N modes (P^* x, C x) is twice the real part of the sum over the kept half (the conjugate symmetry of
+        S4D Section 3.3)."""
         with torch.no_grad():
             lam, p, b, dt = self._full(rate)
             m = self.n // 2

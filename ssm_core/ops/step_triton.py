@@ -1,8 +1,9 @@
 """Fused recurrent steps: one Triton program updates a block of (batch, feature) states and reduces them to the
 outputs, so each step reads and writes every state once (the torch step makes one pass per operation).
 
-- :func:`diag_step`: the diagonal recurrence of S4D (S4D eq. 3-4 in step form):
-  x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t), per mode n (x holds one of each conjugate pair).
+- :func:`diag_step`: the diagonal recurrence whose convolution kernel is S4D eq. (6)-(7):
+  x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t), per mode n (x holds one mode of each conjugate pair, so the
+  output is twice the real part of the sum over them, S4D Section 3.3).
 - :func:`dplr_step`: S4's bilinear step with the state matrix A = Lambda - P P^*, rank 1 (S4 Theorem 3, App. C.2):
   x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1 applied by Woodbury,
   A1 z = D z - D P (1 + dt/2 P^* D P)^-1 dt/2 P^* D z with D = (I - dt/2 Lambda)^-1; y_t = Re(C x_t); the state
