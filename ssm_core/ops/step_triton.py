@@ -21,7 +21,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-ROW_ELEMENTS = 1024  # states per program (rows x padded modes): a few registers' worth per thread at 4 warps
+FEATURE_ELEMENTS = 1024  # features x padded modes whose parameters one program holds (4 warps)
+BATCH_PER_PROGRAM = 16  # batch rows one program steps with those parameters (read once, not once per row)
 
 
 def _block_n(n: int) -> int:
@@ -29,78 +30,82 @@ def _block_n(n: int) -> int:
 
 
 @triton.jit
-def _diag_step_kernel(x_ptr, out_ptr, u_ptr, da_ptr, db_ptr, c_ptr, y_ptr, ROWS, H, N, C,
-                      BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)  # flattened (b, h)
+def _diag_step_kernel(x_ptr, out_ptr, u_ptr, da_ptr, db_ptr, c_ptr, y_ptr, B, H, N, C,
+                      BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BATCH: tl.constexpr):
+    h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
     n = tl.arange(0, BLOCK_N)
-    rmask = rows < ROWS
-    mask = rmask[:, None] & (n < N)[None, :]
-    h = rows % H
-    b = rows // H
-    xs = rows[:, None] * (2 * N) + 2 * n[None, :]  # x (B, H, N) complex as (re, im) pairs
-    ps = h[:, None] * (2 * N) + 2 * n[None, :]  # dA, dB (H, N)
-    xr = tl.load(x_ptr + xs, mask=mask, other=0.0)
-    xi = tl.load(x_ptr + xs + 1, mask=mask, other=0.0)
-    ar = tl.load(da_ptr + ps, mask=mask, other=0.0)
-    ai = tl.load(da_ptr + ps + 1, mask=mask, other=0.0)
-    br = tl.load(db_ptr + ps, mask=mask, other=0.0)
-    bi = tl.load(db_ptr + ps + 1, mask=mask, other=0.0)
-    u = tl.load(u_ptr + rows, mask=rmask, other=0.0).to(xr.dtype)[:, None]  # u (B, H)
-    nr = ar * xr - ai * xi + br * u
-    ni = ar * xi + ai * xr + bi * u
-    tl.store(out_ptr + xs, nr, mask=mask)
-    tl.store(out_ptr + xs + 1, ni, mask=mask)
-    for ch in range(C):  # y (B, C, H) = 2 Re sum_n C x
-        cs = (ch * H + h[:, None]) * (2 * N) + 2 * n[None, :]
-        cr = tl.load(c_ptr + cs, mask=mask, other=0.0)
-        ci = tl.load(c_ptr + cs + 1, mask=mask, other=0.0)
-        tl.store(y_ptr + (b * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
+    hmask = h < H
+    pmask = hmask[:, None] & (n < N)[None, :]
+    ps = h[:, None] * (2 * N) + 2 * n[None, :]  # dA, dB (H, N) complex as (re, im) pairs
+    ar = tl.load(da_ptr + ps, mask=pmask, other=0.0)
+    ai = tl.load(da_ptr + ps + 1, mask=pmask, other=0.0)
+    br = tl.load(db_ptr + ps, mask=pmask, other=0.0)
+    bi = tl.load(db_ptr + ps + 1, mask=pmask, other=0.0)
+    for i in range(BATCH):
+        b = tl.program_id(1) * BATCH + i
+        rmask = hmask & (b < B)
+        mask = pmask & (b < B)
+        xs = b * (H * 2 * N) + ps  # x (B, H, N)
+        xr = tl.load(x_ptr + xs, mask=mask, other=0.0)
+        xi = tl.load(x_ptr + xs + 1, mask=mask, other=0.0)
+        u = tl.load(u_ptr + b * H + h, mask=rmask, other=0.0).to(xr.dtype)[:, None]  # u (B, H)
+        nr = ar * xr - ai * xi + br * u
+        ni = ar * xi + ai * xr + bi * u
+        tl.store(out_ptr + xs, nr, mask=mask)
+        tl.store(out_ptr + xs + 1, ni, mask=mask)
+        for ch in range(C):  # y (B, C, H) = 2 Re sum_n C x
+            cs = ch * (H * 2 * N) + ps
+            cr = tl.load(c_ptr + cs, mask=pmask, other=0.0)
+            ci = tl.load(c_ptr + cs + 1, mask=pmask, other=0.0)
+            tl.store(y_ptr + (b * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
 
 
 @triton.jit
 def _dplr_step_kernel(x_ptr, out_ptr, u_ptr, lam_ptr, p_ptr, d_ptr, b_ptr, c_ptr, half_ptr, inner_ptr, y_ptr,
-                      ROWS, H, N, C, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+                      B, H, N, C, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BATCH: tl.constexpr):
+    h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
     n = tl.arange(0, BLOCK_N)
-    rmask = rows < ROWS
-    mask = rmask[:, None] & (n < N)[None, :]
-    h = rows % H
-    b = rows // H
-    xs = rows[:, None] * (2 * N) + 2 * n[None, :]
-    ps = h[:, None] * (2 * N) + 2 * n[None, :]
-    xr = tl.load(x_ptr + xs, mask=mask, other=0.0)
-    xi = tl.load(x_ptr + xs + 1, mask=mask, other=0.0)
-    pr = tl.load(p_ptr + ps, mask=mask, other=0.0)
-    pi = tl.load(p_ptr + ps + 1, mask=mask, other=0.0)
-    lr = tl.load(lam_ptr + ps, mask=mask, other=0.0)
-    li = tl.load(lam_ptr + ps + 1, mask=mask, other=0.0)
-    half1 = tl.load(half_ptr + h, mask=rmask, other=0.0).to(xr.dtype)  # dt / 2 (H,) -> (rows,)
+    hmask = h < H
+    pmask = hmask[:, None] & (n < N)[None, :]
+    ps = h[:, None] * (2 * N) + 2 * n[None, :]  # Lambda, P, D, dt B (H, N)
+    pr = tl.load(p_ptr + ps, mask=pmask, other=0.0)
+    pi = tl.load(p_ptr + ps + 1, mask=pmask, other=0.0)
+    lr = tl.load(lam_ptr + ps, mask=pmask, other=0.0)
+    li = tl.load(lam_ptr + ps + 1, mask=pmask, other=0.0)
+    br = tl.load(b_ptr + ps, mask=pmask, other=0.0)
+    bi = tl.load(b_ptr + ps + 1, mask=pmask, other=0.0)
+    dr = tl.load(d_ptr + ps, mask=pmask, other=0.0)
+    di = tl.load(d_ptr + ps + 1, mask=pmask, other=0.0)
+    dpr = dr * pr - di * pi  # D P
+    dpi = dr * pi + di * pr
+    half1 = tl.load(half_ptr + h, mask=hmask, other=0.0).to(pr.dtype)  # dt / 2 (H,)
     half = half1[:, None]
-    # A0 x = x + dt/2 (Lambda x - P (P^* x)); P^* x over all N modes = 2 Re sum over the kept half (real)
-    s = 2 * tl.sum(pr * xr + pi * xi, axis=1)[:, None]
-    zr = xr + half * (lr * xr - li * xi - pr * s)
-    zi = xi + half * (lr * xi + li * xr - pi * s)
-    br = tl.load(b_ptr + ps, mask=mask, other=0.0)
-    bi = tl.load(b_ptr + ps + 1, mask=mask, other=0.0)
-    u = tl.load(u_ptr + rows, mask=rmask, other=0.0).to(xr.dtype)[:, None]
-    zr += br * u
-    zi += bi * u
-    # A1 z = D z - D P inner dt/2 P^* D z (inner and P^* D z real)
-    dr = tl.load(d_ptr + ps, mask=mask, other=0.0)
-    di = tl.load(d_ptr + ps + 1, mask=mask, other=0.0)
-    yr = dr * zr - di * zi
-    yi = dr * zi + di * zr
-    t = 2 * tl.sum(pr * yr + pi * yi, axis=1) * half1  # (rows,)
-    q = (tl.load(inner_ptr + h, mask=rmask, other=0.0).to(xr.dtype) * t)[:, None]
-    nr = yr - (dr * pr - di * pi) * q
-    ni = yi - (dr * pi + di * pr) * q
-    tl.store(out_ptr + xs, nr, mask=mask)
-    tl.store(out_ptr + xs + 1, ni, mask=mask)
-    for ch in range(C):  # y (B, C, H) = Re sum over all N of C x = 2 Re sum over the kept half
-        cs = (ch * H + h[:, None]) * (2 * N) + 2 * n[None, :]
-        cr = tl.load(c_ptr + cs, mask=mask, other=0.0)
-        ci = tl.load(c_ptr + cs + 1, mask=mask, other=0.0)
-        tl.store(y_ptr + (b * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
+    g = tl.load(inner_ptr + h, mask=hmask, other=0.0).to(pr.dtype)  # (1 + dt/2 P^* D P)^-1 (H,)
+    for i in range(BATCH):
+        bb = tl.program_id(1) * BATCH + i
+        rmask = hmask & (bb < B)
+        mask = pmask & (bb < B)
+        xs = bb * (H * 2 * N) + ps
+        xr = tl.load(x_ptr + xs, mask=mask, other=0.0)
+        xi = tl.load(x_ptr + xs + 1, mask=mask, other=0.0)
+        u = tl.load(u_ptr + bb * H + h, mask=rmask, other=0.0).to(xr.dtype)[:, None]
+        # A0 x = x + dt/2 (Lambda x - P (P^* x)); P^* x over all N modes = 2 Re sum over the kept half (real)
+        s = 2 * tl.sum(pr * xr + pi * xi, axis=1)[:, None]
+        zr = xr + half * (lr * xr - li * xi - pr * s) + br * u
+        zi = xi + half * (lr * xi + li * xr - pi * s) + bi * u
+        # A1 z = D z - D P inner dt/2 P^* D z (inner and P^* D z real)
+        yr = dr * zr - di * zi
+        yi = dr * zi + di * zr
+        q = (g * 2 * tl.sum(pr * yr + pi * yi, axis=1) * half1)[:, None]
+        nr = yr - dpr * q
+        ni = yi - dpi * q
+        tl.store(out_ptr + xs, nr, mask=mask)
+        tl.store(out_ptr + xs + 1, ni, mask=mask)
+        for ch in range(C):  # y (B, C, H) = Re sum over all N of C x = 2 Re sum over the kept half
+            cs = ch * (H * 2 * N) + ps
+            cr = tl.load(c_ptr + cs, mask=pmask, other=0.0)
+            ci = tl.load(c_ptr + cs + 1, mask=pmask, other=0.0)
+            tl.store(y_ptr + (bb * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
 
 
 def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, tuple[Tensor, tuple]]) -> None:
@@ -122,16 +127,17 @@ def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, 
 
 def _launch(kernel, x: Tensor, out: Tensor, u: Tensor, params: list[Tensor], channels: int,
             real_dtype: torch.dtype) -> Tensor:
+    """Grid: blocks of features x slices of BATCH_PER_PROGRAM batch rows."""
     batch, h, n = x.shape
     y = torch.empty((batch, channels, h), dtype=real_dtype, device=x.device)
     block_n = _block_n(n)
-    block_r = max(1, ROW_ELEMENTS // block_n)
-    rows = batch * h
-    if rows:
+    block_h = max(1, FEATURE_ELEMENTS // block_n)
+    per = min(BATCH_PER_PROGRAM, batch)
+    if batch and h:
+        grid = (triton.cdiv(h, block_h), triton.cdiv(batch, per))
         with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-            kernel[(triton.cdiv(rows, block_r),)](torch.view_as_real(x), torch.view_as_real(out), u.contiguous(),
-                                                  *params, y, rows, h, n, channels, BLOCK_R=block_r,
-                                                  BLOCK_N=block_n)
+            kernel[grid](torch.view_as_real(x), torch.view_as_real(out), u.contiguous(), *params, y, batch, h, n,
+                         channels, BLOCK_H=block_h, BLOCK_N=block_n, BATCH=per)
     return y
 
 
