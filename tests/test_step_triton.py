@@ -25,7 +25,7 @@ def _relative(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("dtype, tol", [(torch.complex64, 1e-5), (C128, 1e-12)])
 @pytest.mark.parametrize("batch, h, n, channels", [(3, 5, 7, 1), (2, 70, 32, 2), (1, 1, 1, 1),
-                                                (37, 3, 4, 1)])
+                                                (37, 3, 4, 1), (67, 20, 32, 1)])
 def test_diag_step_equals_the_recurrence(gen, dtype, tol, batch, h, n, channels) -> None:
     x, da, db, c = _c(gen, batch, h, n), _c(gen, h, n) * 0.5, _c(gen, h, n), _c(gen, channels, h, n)
     u = torch.randn(batch, h, generator=gen, dtype=torch.float64).to(DEVICE)
@@ -58,7 +58,7 @@ def _pairs(t: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.complex64, 1e-5), (C128, 1e-12)])
-@pytest.mark.parametrize("batch, h, m, channels", [(3, 5, 7, 1), (2, 40, 32, 2), (37, 3, 4, 1)])
+@pytest.mark.parametrize("batch, h, m, channels", [(3, 5, 7, 1), (2, 40, 32, 2), (37, 3, 4, 1), (67, 20, 32, 1)])
 def test_dplr_step_equals_the_dense_bilinear_step(gen, dtype, tol, batch, h, m, channels) -> None:
     a = _dplr_inputs(gen, batch, h, m, channels)
     lam, p, b, c, x = (_pairs(a[k]) for k in ("lam", "p", "b", "c", "x"))  # the full state of N = 2m modes

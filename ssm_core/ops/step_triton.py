@@ -21,91 +21,91 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-FEATURE_ELEMENTS = 1024  # features x padded modes whose parameters one program holds (4 warps)
-BATCH_PER_PROGRAM = 16  # batch rows one program steps with those parameters (read once, not once per row)
+FEATURE_ELEMENTS = 512  # features x padded modes whose parameters one program holds (broadcast over its batch rows)
+ELEMENTS = 2048  # complex states one program steps: batch rows x features x padded modes
+NUM_WARPS = 4
 
 
-def _block_n(n: int) -> int:
-    return max(16, triton.next_power_of_2(n))
+def _blocks(batch: int, h: int, n: int) -> tuple[int, int, int]:
+    """(batch rows, features, modes) per program, each a power of two; the modes padded to one."""
+    block_n = triton.next_power_of_2(n)
+    block_h = min(triton.next_power_of_2(h), max(1, FEATURE_ELEMENTS // block_n))
+    block_b = min(triton.next_power_of_2(batch), max(1, ELEMENTS // (block_h * block_n)))
+    return block_b, block_h, block_n
 
+
+# Layout: a complex (..., N) tensor is read as its float view (..., 2N), (re, im) interleaved, so the block of one
+# batch row and BLOCK_H features is one contiguous span; tl.split / tl.join separate and re-interleave the parts.
 
 @triton.jit
 def _diag_step_kernel(x_ptr, out_ptr, u_ptr, da_ptr, db_ptr, c_ptr, y_ptr, B, H, N, C,
-                      BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BATCH: tl.constexpr):
+                      BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
+    b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
-    n = tl.arange(0, BLOCK_N)
+    f = tl.arange(0, 2 * BLOCK_N)  # float offset within a row: 2 n (re), 2 n + 1 (im)
     hmask = h < H
-    pmask = hmask[:, None] & (n < N)[None, :]
-    ps = h[:, None] * (2 * N) + 2 * n[None, :]  # dA, dB (H, N) complex as (re, im) pairs
-    ar = tl.load(da_ptr + ps, mask=pmask, other=0.0)
-    ai = tl.load(da_ptr + ps + 1, mask=pmask, other=0.0)
-    br = tl.load(db_ptr + ps, mask=pmask, other=0.0)
-    bi = tl.load(db_ptr + ps + 1, mask=pmask, other=0.0)
-    for i in range(BATCH):
-        b = tl.program_id(1) * BATCH + i
-        rmask = hmask & (b < B)
-        mask = pmask & (b < B)
-        xs = b * (H * 2 * N) + ps  # x (B, H, N)
-        xr = tl.load(x_ptr + xs, mask=mask, other=0.0)
-        xi = tl.load(x_ptr + xs + 1, mask=mask, other=0.0)
-        u = tl.load(u_ptr + b * H + h, mask=rmask, other=0.0).to(xr.dtype)[:, None]  # u (B, H)
-        nr = ar * xr - ai * xi + br * u
-        ni = ar * xi + ai * xr + bi * u
-        tl.store(out_ptr + xs, nr, mask=mask)
-        tl.store(out_ptr + xs + 1, ni, mask=mask)
-        for ch in range(C):  # y (B, C, H) = 2 Re sum_n C x
-            cs = ch * (H * 2 * N) + ps
-            cr = tl.load(c_ptr + cs, mask=pmask, other=0.0)
-            ci = tl.load(c_ptr + cs + 1, mask=pmask, other=0.0)
-            tl.store(y_ptr + (b * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
+    pmask = hmask[:, None] & (f < 2 * N)[None, :]  # (BLOCK_H, 2 BLOCK_N)
+    ps = h[:, None] * (2 * N) + f[None, :]  # dA, dB (H, N) complex
+    ar, ai = tl.split(tl.reshape(tl.load(da_ptr + ps, mask=pmask, other=0.0), (BLOCK_H, BLOCK_N, 2)))
+    br, bi = tl.split(tl.reshape(tl.load(db_ptr + ps, mask=pmask, other=0.0), (BLOCK_H, BLOCK_N, 2)))
+    bmask = b < B
+    rmask = bmask[:, None] & hmask[None, :]  # (BLOCK_B, BLOCK_H)
+    mask = bmask[:, None, None] & pmask[None, :, :]
+    xs = b[:, None, None] * (H * 2 * N) + ps[None, :, :]  # x (B, H, N) complex
+    xr, xi = tl.split(tl.reshape(tl.load(x_ptr + xs, mask=mask, other=0.0), (BLOCK_B, BLOCK_H, BLOCK_N, 2)))
+    u = tl.load(u_ptr + b[:, None] * H + h[None, :], mask=rmask, other=0.0).to(xr.dtype)[:, :, None]  # u (B, H)
+    nr = ar[None, :, :] * xr - ai[None, :, :] * xi + br[None, :, :] * u
+    ni = ar[None, :, :] * xi + ai[None, :, :] * xr + bi[None, :, :] * u
+    tl.store(out_ptr + xs, tl.reshape(tl.join(nr, ni), (BLOCK_B, BLOCK_H, 2 * BLOCK_N)), mask=mask)
+    for ch in range(C):  # y (B, C, H) = 2 Re sum_n C x
+        cr, ci = tl.split(tl.reshape(tl.load(c_ptr + ch * (H * 2 * N) + ps, mask=pmask, other=0.0),
+                                     (BLOCK_H, BLOCK_N, 2)))
+        yc = 2 * tl.sum(cr[None, :, :] * nr - ci[None, :, :] * ni, axis=2)
+        tl.store(y_ptr + (b[:, None] * C + ch) * H + h[None, :], yc, mask=rmask)
 
 
 @triton.jit
 def _dplr_step_kernel(x_ptr, out_ptr, u_ptr, lam_ptr, p_ptr, d_ptr, b_ptr, c_ptr, half_ptr, inner_ptr, y_ptr,
-                      B, H, N, C, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BATCH: tl.constexpr):
+                      B, H, N, C, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
+    b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
-    n = tl.arange(0, BLOCK_N)
+    f = tl.arange(0, 2 * BLOCK_N)
     hmask = h < H
-    pmask = hmask[:, None] & (n < N)[None, :]
-    ps = h[:, None] * (2 * N) + 2 * n[None, :]  # Lambda, P, D, dt B (H, N)
-    pr = tl.load(p_ptr + ps, mask=pmask, other=0.0)
-    pi = tl.load(p_ptr + ps + 1, mask=pmask, other=0.0)
-    lr = tl.load(lam_ptr + ps, mask=pmask, other=0.0)
-    li = tl.load(lam_ptr + ps + 1, mask=pmask, other=0.0)
-    br = tl.load(b_ptr + ps, mask=pmask, other=0.0)
-    bi = tl.load(b_ptr + ps + 1, mask=pmask, other=0.0)
-    dr = tl.load(d_ptr + ps, mask=pmask, other=0.0)
-    di = tl.load(d_ptr + ps + 1, mask=pmask, other=0.0)
-    dpr = dr * pr - di * pi  # D P
-    dpi = dr * pi + di * pr
-    half1 = tl.load(half_ptr + h, mask=hmask, other=0.0).to(pr.dtype)  # dt / 2 (H,)
-    half = half1[:, None]
-    g = tl.load(inner_ptr + h, mask=hmask, other=0.0).to(pr.dtype)  # (1 + dt/2 P^* D P)^-1 (H,)
-    for i in range(BATCH):
-        bb = tl.program_id(1) * BATCH + i
-        rmask = hmask & (bb < B)
-        mask = pmask & (bb < B)
-        xs = bb * (H * 2 * N) + ps
-        xr = tl.load(x_ptr + xs, mask=mask, other=0.0)
-        xi = tl.load(x_ptr + xs + 1, mask=mask, other=0.0)
-        u = tl.load(u_ptr + bb * H + h, mask=rmask, other=0.0).to(xr.dtype)[:, None]
-        # A0 x = x + dt/2 (Lambda x - P (P^* x)); P^* x over all N modes = 2 Re sum over the kept half (real)
-        s = 2 * tl.sum(pr * xr + pi * xi, axis=1)[:, None]
-        zr = xr + half * (lr * xr - li * xi - pr * s) + br * u
-        zi = xi + half * (lr * xi + li * xr - pi * s) + bi * u
-        # A1 z = D z - D P inner dt/2 P^* D z (inner and P^* D z real)
-        yr = dr * zr - di * zi
-        yi = dr * zi + di * zr
-        q = (g * 2 * tl.sum(pr * yr + pi * yi, axis=1) * half1)[:, None]
-        nr = yr - dpr * q
-        ni = yi - dpi * q
-        tl.store(out_ptr + xs, nr, mask=mask)
-        tl.store(out_ptr + xs + 1, ni, mask=mask)
-        for ch in range(C):  # y (B, C, H) = Re sum over all N of C x = 2 Re sum over the kept half
-            cs = ch * (H * 2 * N) + ps
-            cr = tl.load(c_ptr + cs, mask=pmask, other=0.0)
-            ci = tl.load(c_ptr + cs + 1, mask=pmask, other=0.0)
-            tl.store(y_ptr + (bb * C + ch) * H + h, 2 * tl.sum(cr * nr - ci * ni, axis=1), mask=rmask)
+    pmask = hmask[:, None] & (f < 2 * N)[None, :]
+    ps = h[:, None] * (2 * N) + f[None, :]  # Lambda, P, D, dt B (H, N) complex
+    pr, pi = tl.split(tl.reshape(tl.load(p_ptr + ps, mask=pmask, other=0.0), (BLOCK_H, BLOCK_N, 2)))
+    lr, li = tl.split(tl.reshape(tl.load(lam_ptr + ps, mask=pmask, other=0.0), (BLOCK_H, BLOCK_N, 2)))
+    br, bi = tl.split(tl.reshape(tl.load(b_ptr + ps, mask=pmask, other=0.0), (BLOCK_H, BLOCK_N, 2)))
+    dr, di = tl.split(tl.reshape(tl.load(d_ptr + ps, mask=pmask, other=0.0), (BLOCK_H, BLOCK_N, 2)))
+    dpr = (dr * pr - di * pi)[None, :, :]  # D P
+    dpi = (dr * pi + di * pr)[None, :, :]
+    pr = pr[None, :, :]
+    pi = pi[None, :, :]
+    half1 = tl.load(half_ptr + h, mask=hmask, other=0.0).to(pr.dtype)[None, :]  # dt / 2 (H,)
+    half = half1[:, :, None]
+    g = tl.load(inner_ptr + h, mask=hmask, other=0.0).to(pr.dtype)[None, :]  # (1 + dt/2 P^* D P)^-1 (H,)
+    bmask = b < B
+    rmask = bmask[:, None] & hmask[None, :]
+    mask = bmask[:, None, None] & pmask[None, :, :]
+    xs = b[:, None, None] * (H * 2 * N) + ps[None, :, :]  # x (B, H, N)
+    xr, xi = tl.split(tl.reshape(tl.load(x_ptr + xs, mask=mask, other=0.0), (BLOCK_B, BLOCK_H, BLOCK_N, 2)))
+    u = tl.load(u_ptr + b[:, None] * H + h[None, :], mask=rmask, other=0.0).to(xr.dtype)[:, :, None]
+    # A0 x = x + dt/2 (Lambda x - P (P^* x)); P^* x over all N modes = 2 Re sum over the kept half (real)
+    s = 2 * tl.sum(pr * xr + pi * xi, axis=2)[:, :, None]
+    zr = xr + half * (lr[None, :, :] * xr - li[None, :, :] * xi - pr * s) + br[None, :, :] * u
+    zi = xi + half * (lr[None, :, :] * xi + li[None, :, :] * xr - pi * s) + bi[None, :, :] * u
+    # A1 z = D z - D P inner dt/2 P^* D z (inner and P^* D z real)
+    yr = dr[None, :, :] * zr - di[None, :, :] * zi
+    yi = dr[None, :, :] * zi + di[None, :, :] * zr
+    q = (g * 2 * tl.sum(pr * yr + pi * yi, axis=2) * half1)[:, :, None]
+    nr = yr - dpr * q
+    ni = yi - dpi * q
+    tl.store(out_ptr + xs, tl.reshape(tl.join(nr, ni), (BLOCK_B, BLOCK_H, 2 * BLOCK_N)), mask=mask)
+    for ch in range(C):  # y (B, C, H) = Re sum over all N of C x = 2 Re sum over the kept half
+        cr, ci = tl.split(tl.reshape(tl.load(c_ptr + ch * (H * 2 * N) + ps, mask=pmask, other=0.0),
+                                     (BLOCK_H, BLOCK_N, 2)))
+        yc = 2 * tl.sum(cr[None, :, :] * nr - ci[None, :, :] * ni, axis=2)
+        tl.store(y_ptr + (b[:, None] * C + ch) * H + h[None, :], yc, mask=rmask)
 
 
 def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, tuple[Tensor, tuple]]) -> None:
@@ -127,17 +127,15 @@ def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, 
 
 def _launch(kernel, x: Tensor, out: Tensor, u: Tensor, params: list[Tensor], channels: int,
             real_dtype: torch.dtype) -> Tensor:
-    """Grid: blocks of features x slices of BATCH_PER_PROGRAM batch rows."""
+    """Grid: blocks of features x blocks of batch rows (:func:`_blocks`)."""
     batch, h, n = x.shape
     y = torch.empty((batch, channels, h), dtype=real_dtype, device=x.device)
-    block_n = _block_n(n)
-    block_h = max(1, FEATURE_ELEMENTS // block_n)
-    per = min(BATCH_PER_PROGRAM, batch)
+    block_b, block_h, block_n = _blocks(batch, h, n)
     if batch and h:
-        grid = (triton.cdiv(h, block_h), triton.cdiv(batch, per))
+        grid = (triton.cdiv(h, block_h), triton.cdiv(batch, block_b))
         with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
             kernel[grid](torch.view_as_real(x), torch.view_as_real(out), u.contiguous(), *params, y, batch, h, n,
-                         channels, BLOCK_H=block_h, BLOCK_N=block_n, BATCH=per)
+                         channels, BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_N=block_n, num_warps=NUM_WARPS)
     return y
 
 
