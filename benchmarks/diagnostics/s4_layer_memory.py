@@ -2,7 +2,8 @@
 output linear) at batch 1, length 1024, one forward + backward, with the kernel-generation graphs on and off and
 each FFT-convolution implementation; per case, in MiB: parameters + gradients, the input with its gradient and
 the upstream gradient, what stays allocated between steps (the graphs' static tensors), the tensors saved for the
-backward (distinct storages, the largest listed), and the step's peak above what was allocated when it began.
+backward (distinct storages, the largest listed: save_for_backward's and the ctx attributes of custom autograd
+Functions), and the step's peak above what was allocated when it began.
 
     python benchmarks/diagnostics/s4_layer_memory.py [H ...]      (default: 128 256 512)
 """
@@ -17,6 +18,22 @@ sys.path.insert(0, os.getcwd())
 from ssm_core import SSMLayer  # noqa: E402
 
 MIB = 2 ** 20
+
+
+def ctx_attributes(root) -> list[tuple[str, torch.Tensor]]:
+    """Tensors that custom autograd Functions of the graph under ``root`` keep as ctx attributes for their backward
+    (saved_tensors_hooks sees only save_for_backward's), labelled 'Node.attribute'."""
+    found, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for name, value in getattr(node, "__dict__", {}).items():
+            if isinstance(value, torch.Tensor):
+                found.append((f"{type(node).__name__}.{name}", value))
+        stack.extend(fn for fn, _ in node.next_functions)
+    return found
 
 
 def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) -> None:
@@ -50,6 +67,9 @@ def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) 
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = layer(u)
+    for label, t in ctx_attributes(out.grad_fn):  # tensors the hooks do not see
+        st = t.untyped_storage()
+        saved.setdefault(st.data_ptr(), (st.nbytes(), tuple(t.shape), str(t.dtype).replace("torch.", "") + " " + label))
     out.backward(grad)
     del out
     layer.zero_grad(set_to_none=True)
@@ -66,7 +86,8 @@ def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) 
           f"{params / MIB:.2f} + kept between steps {kept / MIB:.2f} + input and upstream gradient "
           f"{(start - base - params - kept) / MIB:.2f} + the step's peak above that {(top - start) / MIB:.2f}; "
           f"within the step: parameters' gradients {grads / MIB:.2f}, the input's gradient "
-          f"{u.numel() * u.element_size() / MIB:.2f}, saved for the backward {sum(v[0] for v in saved.values()) / MIB:.2f} "
+          f"{u.numel() * u.element_size() / MIB:.2f}, saved for the backward "
+          f"{sum(v[0] for v in saved.values()) / MIB:.2f} "
           f"({len(saved)} storages)", flush=True)
     for nbytes, shape, dtype in sorted(saved.values(), reverse=True)[:8]:
         print(f"    saved {nbytes / MIB:7.3f} MiB  {dtype:10s} {shape}", flush=True)

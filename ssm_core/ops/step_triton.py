@@ -23,7 +23,7 @@ from torch import Tensor
 
 FEATURE_ELEMENTS = 512  # features x padded modes whose parameters one program holds (broadcast over its batch rows)
 ELEMENTS = 2048  # complex states one program steps: batch rows x features x padded modes
-NUM_WARPS = 4
+NUM_WARPS = 8  # 8 elements of each (BLOCK_B, BLOCK_H, BLOCK_N) array per thread at the defaults
 
 
 def _blocks(batch: int, h: int, n: int) -> tuple[int, int, int]:
