@@ -40,8 +40,8 @@ def _blocks(batch: int, h: int, n: int) -> tuple[int, int, int]:
 @triton.jit
 def _diag_step_kernel(x_ptr, out_ptr, u_ptr, da_ptr, db_ptr, c_ptr, y_ptr, B, H, N, C,
                       BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
-    b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
-    h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
+    b = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # B x H x 2N may pass 2^31
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     f = tl.arange(0, 2 * BLOCK_N)  # float offset within a row: 2 n (re), 2 n + 1 (im)
     hmask = h < H
     pmask = hmask[:, None] & (f < 2 * N)[None, :]  # (BLOCK_H, 2 BLOCK_N)
@@ -67,8 +67,8 @@ def _diag_step_kernel(x_ptr, out_ptr, u_ptr, da_ptr, db_ptr, c_ptr, y_ptr, B, H,
 @triton.jit
 def _dplr_step_kernel(x_ptr, out_ptr, u_ptr, lam_ptr, p_ptr, d_ptr, b_ptr, c_ptr, half_ptr, inner_ptr, y_ptr,
                       B, H, N, C, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
-    b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
-    h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
+    b = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # B x H x 2N may pass 2^31
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     f = tl.arange(0, 2 * BLOCK_N)
     hmask = h < H
     pmask = hmask[:, None] & (f < 2 * N)[None, :]
@@ -127,12 +127,12 @@ def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, 
 
 def _launch(kernel, x: Tensor, out: Tensor, u: Tensor, params: list[Tensor], channels: int,
             real_dtype: torch.dtype) -> Tensor:
-    """Grid: blocks of features x blocks of batch rows (:func:`_blocks`)."""
+    """Grid: blocks of batch rows (axis 0, which may exceed 65,535 programs) x blocks of features (:func:`_blocks`)."""
     batch, h, n = x.shape
     y = torch.empty((batch, channels, h), dtype=real_dtype, device=x.device)
     block_b, block_h, block_n = _blocks(batch, h, n)
     if batch and h:
-        grid = (triton.cdiv(h, block_h), triton.cdiv(batch, block_b))
+        grid = (triton.cdiv(batch, block_b), triton.cdiv(h, block_h))
         with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
             kernel[grid](torch.view_as_real(x), torch.view_as_real(out), u.contiguous(), *params, y, batch, h, n,
                          channels, BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_N=block_n, num_warps=NUM_WARPS)
