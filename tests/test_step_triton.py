@@ -131,3 +131,24 @@ def test_steps_agree_under_every_block_setting(gen, monkeypatch, setting) -> Non
     monkeypatch.setattr(step_triton, "NUM_WARPS", setting[2])
     for (y, x), (y_ref, x_ref) in zip((diag_step(*diag_args), dplr_step(*dplr_args)), ref):
         assert _relative(y, y_ref) < 1e-13 and _relative(x, x_ref) < 1e-13
+
+
+def test_step_kernels_compile_to_vector_accesses_without_spills() -> None:
+    """Static check of the code an H100 runs (sm_90, triton's own ptxas; no GPU needed): at the generation sizes the
+    state is loaded and stored in 128-bit vectors and no register spills (benchmarks/diagnostics/step_kernel_ptx.py)."""
+    import os
+    import subprocess
+    import sys
+
+    import triton
+
+    if not os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")):
+        pytest.skip("this triton build ships no ptxas")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, os.path.join("benchmarks", "diagnostics", "step_kernel_ptx.py"), "--warps",
+                          "8"], capture_output=True, text=True, env=env, cwd=root, check=True).stdout
+    lines = [line for line in out.splitlines() if "warps 8" in line]
+    assert len(lines) == 2, out
+    for line in lines:
+        assert "spill stores 0 B" in line and "(0 of 128 bits)" not in line, line

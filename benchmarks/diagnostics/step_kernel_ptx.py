@@ -1,0 +1,80 @@
+"""CPU (no GPU needed): compile the fused recurrent-step kernels for sm_90 as the JIT would specialize them at the
+generation budget's sizes (pointers and H, N divisible by 16), run the bundled ptxas, and print per kernel and warp
+count: registers, spill bytes, shared memory, and the global loads / stores with how many are 128-bit vectors.
+
+    python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py]
+
+A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
+--module compiles another version of the module (e.g. an older commit's file) for comparison; its kernels' block
+arguments are read from their signatures (BLOCK_B, BLOCK_H, BLOCK_N, or the older BATCH).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+
+sys.path.insert(0, os.getcwd())
+
+#: block sizes at the generation budget (N/2 = 32): batch rows, features, modes; BATCH for a per-row loop
+BLOCKS = {"BLOCK_B": 4, "BLOCK_H": 16, "BLOCK_N": 32, "BATCH": 16}
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("step_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile(fn, warps: int, ptxas: str) -> str:
+    names = fn.arg_names
+    consts = {n: BLOCKS[n] for n in names if n in BLOCKS}
+    if "BATCH" in consts:  # the older per-row loop held 32 features x 32 modes
+        consts["BLOCK_H"] = 32
+    signature = {n: ("constexpr" if n in consts else "*fp32" if n.endswith("_ptr") else "i32") for n in names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if n.endswith("_ptr") or n in ("H", "N")}
+    kernel = triton.compile(triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    ptx = kernel.asm["ptx"]
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    try:
+        log = subprocess.run([ptxas, "-arch=sm_90a", "-v", f.name, "-o", os.devnull], capture_output=True,
+                             text=True, check=True).stderr
+    finally:
+        os.unlink(f.name)
+    regs = re.findall(r"Used (\d+) registers", log)
+    spills = re.findall(r"(\d+) bytes spill stores", log)
+    loads = re.findall(r"ld\.global[^\n]*", ptx)
+    stores = re.findall(r"st\.global[^\n]*", ptx)
+    return (f"{fn.__name__} {consts} warps {warps}: registers {regs[0] if regs else '?'}, spill stores "
+            f"{spills[0] if spills else '?'} B, shared {kernel.metadata.shared} B, global loads {len(loads)} "
+            f"({sum('.v4' in s for s in loads)} of 128 bits), stores {len(stores)} "
+            f"({sum('.v4' in s for s in stores)} of 128 bits)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--module", default=os.path.join("ssm_core", "ops", "step_triton.py"))
+    parser.add_argument("--warps", default="4,8")
+    args = parser.parse_args()
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        sys.exit(f"step_kernel_ptx.py needs the ptxas that ships with triton; not found at {ptxas}")
+    module = _load(args.module)
+    print(f"{args.module}, triton {triton.__version__}, target sm_90", flush=True)
+    for fn in (module._diag_step_kernel, module._dplr_step_kernel):
+        for warps in [int(w) for w in args.warps.split(",")]:
+            print(_compile(fn, warps, ptxas), flush=True)
+
+
+if __name__ == "__main__":
+    main()
