@@ -1,7 +1,8 @@
 """GPU: time of one recurrent step of an S4D (diagonal) and an S4 (rank-1 DPLR) kernel at the generation budget's
 sizes, the fused Triton step under several block settings beside the torch step, and the state bandwidth it reaches.
 
-    python benchmarks/diagnostics/step_kernel_rate.py [--device cpu]   # cpu: a check of the script (interpreter)
+    python benchmarks/diagnostics/step_kernel_rate.py
+    TRITON_INTERPRET=1 python benchmarks/diagnostics/step_kernel_rate.py --device cpu   # a check of the script
 
 Each row: the step of a batch of states in place (``step(u, x, out=x)``), timed with triton.testing.do_bench
 (median of its repeats), and GB/s = bytes of the state read and written (2 x B x H x N/2 x 8) / time; the
