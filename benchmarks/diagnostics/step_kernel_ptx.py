@@ -2,11 +2,12 @@
 generation budget's sizes (pointers and H, N divisible by 16), run the bundled ptxas, and print per kernel and warp
 count: registers, spill bytes, shared memory, and the global loads / stores with how many are 128-bit vectors.
 
-    python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py]
+    python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py] [--warps 4,8]
 
 A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
---module compiles another version of the module (e.g. an older commit's file) for comparison; its kernels' block
-arguments are read from their signatures (BLOCK_B, BLOCK_H, BLOCK_N, or the older BATCH).
+The blocks are the ones the module picks at batch 2048, H 256, N/2 32 (its ``_blocks``), and the warps default to
+its NUM_WARPS. --module compiles another version of the module (e.g. an older commit's file) for comparison; a
+module without ``_blocks`` (the older per-row loop, BATCH rows of 32 features x 32 modes) gets fixed blocks.
 """
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, os.getcwd())
 
-#: block sizes at the generation budget (N/2 = 32): batch rows, features, modes; BATCH for a per-row loop
-BLOCKS = {"BLOCK_B": 4, "BLOCK_H": 16, "BLOCK_N": 32, "BATCH": 16}
+#: (batch, features, modes) of the generation budget's Table 7 setting
+SIZE = (2048, 256, 32)
+#: blocks of the older per-row loop, which had no ``_blocks``
+OLDER_BLOCKS = {"BATCH": 16, "BLOCK_H": 32, "BLOCK_N": 32}
 
 
 def _load(path: str):
@@ -34,11 +37,9 @@ def _load(path: str):
     return module
 
 
-def _compile(fn, warps: int, ptxas: str) -> str:
+def _compile(fn, blocks: dict[str, int], warps: int, ptxas: str) -> str:
     names = fn.arg_names
-    consts = {n: BLOCKS[n] for n in names if n in BLOCKS}
-    if "BATCH" in consts:  # the older per-row loop held 32 features x 32 modes
-        consts["BLOCK_H"] = 32
+    consts = {n: blocks[n] for n in names if n in blocks}
     signature = {n: ("constexpr" if n in consts else "*fp32" if n.endswith("_ptr") else "i32") for n in names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if n.endswith("_ptr") or n in ("H", "N")}
     kernel = triton.compile(triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
@@ -64,16 +65,21 @@ def _compile(fn, warps: int, ptxas: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--module", default=os.path.join("ssm_core", "ops", "step_triton.py"))
-    parser.add_argument("--warps", default="4,8")
+    parser.add_argument("--warps", help="comma-separated warp counts (default: the module's NUM_WARPS)")
     args = parser.parse_args()
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     if not os.path.exists(ptxas):
         sys.exit(f"step_kernel_ptx.py needs the ptxas that ships with triton; not found at {ptxas}")
     module = _load(args.module)
+    if hasattr(module, "_blocks"):
+        blocks = dict(zip(("BLOCK_B", "BLOCK_H", "BLOCK_N"), module._blocks(*SIZE)))
+    else:
+        blocks = OLDER_BLOCKS
+    warp_counts = [int(w) for w in args.warps.split(",")] if args.warps else [module.NUM_WARPS]
     print(f"{args.module}, triton {triton.__version__}, target sm_90", flush=True)
     for fn in (module._diag_step_kernel, module._dplr_step_kernel):
-        for warps in [int(w) for w in args.warps.split(",")]:
-            print(_compile(fn, warps, ptxas), flush=True)
+        for warps in warp_counts:
+            print(_compile(fn, blocks, warps, ptxas), flush=True)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from ssm_core.kernels.dplr import DPLRKernel  # noqa: E402
 from ssm_core.ops import step_triton  # noqa: E402
 
 #: (FEATURE_ELEMENTS, ELEMENTS, NUM_WARPS); the first is the module's default
-SETTINGS = [(512, 2048, 8), (512, 2048, 4), (256, 1024, 4), (512, 4096, 8), (1024, 4096, 8), (128, 2048, 4),
-            (256, 4096, 8)]
+SETTINGS = [(128, 2048, 4), (512, 2048, 8), (64, 2048, 4), (128, 1024, 4), (128, 4096, 4), (128, 4096, 8),
+            (64, 1024, 2)]
 #: (batch, features, state size N) of the generation budget's Table 7 and Table 8 settings
 SIZES = [(2048, 256, 64), (2048, 512, 64)]
 

@@ -21,9 +21,11 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-FEATURE_ELEMENTS = 512  # features x padded modes whose parameters one program holds (broadcast over its batch rows)
+# Defaults: the fastest of the settings benchmarks/diagnostics/step_kernel_rate.py timed on an H200 at the generation
+# sizes (batch 2048, H 256 and 512, N/2 32: about 2.9-3.4 TB/s of state traffic for both kernels).
+FEATURE_ELEMENTS = 128  # features x padded modes whose parameters one program holds (broadcast over its batch rows)
 ELEMENTS = 2048  # complex states one program steps: batch rows x features x padded modes
-NUM_WARPS = 8  # 8 elements of each (BLOCK_B, BLOCK_H, BLOCK_N) array per thread at the defaults
+NUM_WARPS = 4  # 16 elements of each (BLOCK_B, BLOCK_H, BLOCK_N) array per thread at the defaults
 
 
 def _blocks(batch: int, h: int, n: int) -> tuple[int, int, int]:
