@@ -174,7 +174,8 @@ class MultiHeadAttention(nn.Module):
                 "z": torch.zeros(batch_size, self.n_heads, m, **kw)}  # z = sum phi(k)
 
     def step(self, x: Tensor, state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        """x: (B, d_model) -> (B, d_model); the same outputs as forward() on the whole prefix (tested)."""
+        """x: (B, d_model) -> (B, d_model); the same outputs as forward() on the whole prefix (tested). The state's
+        tensors are updated in place (the key/value cache; the linear attentions' running sums S and z)."""
         q = self._heads(self.q_proj(x).unsqueeze(-2))  # (B, h, 1, d)
         k = self._heads(self.k_proj(x).unsqueeze(-2))
         v = self._heads(self.v_proj(x).unsqueeze(-2))
@@ -188,8 +189,9 @@ class MultiHeadAttention(nn.Module):
             o = softmax_attention(q, state["k"][:, :, : t + 1], state["v"][:, :, : t + 1], False, self.impl)
         else:
             qf, kf = self._features(q, True), self._features(k, False)  # (B, h, 1, m)
-            state["s"] = state["s"] + kf.transpose(-1, -2) @ v  # (B, h, m, d) (Katharopoulos eq. 10)
-            state["z"] = state["z"] + kf[:, :, 0]  # (B, h, m) (eq. 11)
+            # in place, like the softmax cache, in one pass over S without materializing the outer product
+            state["s"].addcmul_(kf.transpose(-1, -2), v)  # S += phi(k) v^T: (B, h, m, d) (Katharopoulos eq. 10)
+            state["z"].add_(kf[:, :, 0])  # (B, h, m) (eq. 11)
             num = qf @ state["s"]  # (B, h, 1, d)
             den = (qf[:, :, 0] * state["z"]).sum(-1)  # (B, h)
             o = num / _guard(den)[..., None, None]  # (eq. 12)
