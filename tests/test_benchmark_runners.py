@@ -238,7 +238,7 @@ def _eager_tokens(gen, batch: int, steps: int) -> tuple[list[torch.Tensor], list
     return out, [t.clone() for t in generation.state_tensors(state)]
 
 
-@pytest.mark.parametrize("row", ["S4", "S4D"])
+@pytest.mark.parametrize("row", ["S4", "S4D", "Linear Transformer"])
 def test_generation_step_in_place_follows_the_eager_loop(row: str) -> None:
     """The body the CUDA graph replays (tokens and state overwritten in place) generates what the eager loop
     generates, token for token (run here eagerly on the CPU)."""
@@ -268,7 +268,7 @@ def test_generation_step_graph_needs_cuda() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("row", ["S4", "S4D"])
+@pytest.mark.parametrize("row", ["S4", "S4D", "Linear Transformer"])
 def test_generation_step_graph_replays_the_eager_loop_on_gpu(row: str) -> None:
     cfg, s = _generation_setup(step_graph=True)
     torch.manual_seed(0)

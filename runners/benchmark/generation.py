@@ -12,12 +12,14 @@ Excluded from the timed loop: building the model, allocating the state (the Tran
 and S4's one-time switch to recurrent mode (``setup_step``). Included for every model: embedding, all
 layers, the output head and the argmax.
 
-``step_graph: true`` (CUDA only) replays S4's and S4D's whole per-token step (embedding, every layer, head,
-argmax, the state update) from one CUDA graph captured before the timed loop, so the host issues one launch per
-token instead of one per operation; the Transformers run eagerly (the softmax Transformer's cached step changes
-shape with the context, the Linear Transformer's carries its position as a Python number). Results say which.
-S4 and S4D step their states in place; on CUDA (the 'triton' backend) each layer's state update and output
-reduction is one fused kernel (ssm_core.ops.step_triton) that reads and writes each state once.
+``step_graph: true`` (CUDA only) replays the whole per-token step (embedding, every layer, head, argmax, the
+state update) of the constant-state models, S4, S4D and the Linear Transformer, from one CUDA graph captured
+before the timed loop, so the host issues one launch per token instead of one per operation; the softmax
+Transformer runs eagerly (its cached step changes shape with the context). Results say which. The Linear
+Transformer's position is a device tensor here (``TransformerModel.step``), so its step is the same at every
+position. S4 and S4D step their states in place; on CUDA (the 'triton' backend) each layer's state update and
+output reduction is one fused kernel (ssm_core.ops.step_triton) that reads and writes each state once; the Linear
+Transformer updates its running sums in place.
 """
 from __future__ import annotations
 
@@ -182,7 +184,7 @@ class _Generator:
         with torch.inference_mode():
             self.model.setup_step()  # S4: discretize once for recurrent mode (not timed)
         self.params = sum(p.numel() for p in self.model.parameters())
-        self.graphed = cfg.step_graph and isinstance(self.model, SequenceModel)
+        self.graphed = cfg.step_graph and self.recurrent
         if self.graphed and device.type != "cuda":
             raise ValueError(f"step_graph: true replays the step from a CUDA graph; the device here is {device}")
 
@@ -191,7 +193,8 @@ class _Generator:
         if isinstance(self.model, SequenceModel):
             return self.model.default_state(batch, self.device)
         state = self.model.default_state(batch, self.length, self.device)
-        state["pos"] = start
+        # the Linear Transformer's position as a tensor: its step is then the same at every position (graphable)
+        state["pos"] = torch.full((1,), start, device=self.device) if self.recurrent else start
         for layer in state["layers"]:
             if "pos" in layer:
                 layer["pos"] = start
@@ -201,7 +204,10 @@ class _Generator:
         """Bytes of one sequence's generation state at the full context: the key/value cache of ``length``
         positions (Transformer), the constant-size recurrent state (Linear Transformer, S4)."""
         with torch.inference_mode():
-            return sum(t.numel() * t.element_size() for t in state_tensors(self.state(1)))
+            state = self.state(1)
+            if isinstance(state, dict):  # the Transformers' position counter is the batch's, not a sequence's
+                state = {k: v for k, v in state.items() if k != "pos"}
+            return sum(t.numel() * t.element_size() for t in state_tensors(state))
 
     def fits(self, batch: int) -> bool:
         """Does ``batch`` run the last two steps of a full-length context? (its peak memory is the run's peak)"""
@@ -338,7 +344,8 @@ def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
     cells: list[Cell] = []
     series: dict[str, Any] = {}
     notes = [(f"greedy decoding from a zero token; Transformer decode attention '{cfg.attention_impl}'; "
-              + ("S4 / S4D step replayed from one CUDA graph per token (the Transformers eager); " if cfg.step_graph
+              + ("S4 / S4D / Linear Transformer step replayed from one CUDA graph per token (the Transformer eager); "
+                 if cfg.step_graph
                  else "every model's step run eagerly; ")
               + f"S4 layer {cfg.s4_layer}; S4D layer {cfg.s4d_layer}; TF32 {'on' if cfg.allow_tf32 else 'off'}; "
               f"device {ctx.device}")]

@@ -290,13 +290,16 @@ class TransformerModel(nn.Module):
         return {"pos": 0, "layers": [b.attn.default_state(batch_size, max_len, device) for b in self.blocks]}
 
     def step(self, tokens: Tensor, state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        """tokens (B,) -> logits (B, d_output) of the next position."""
+        """tokens (B,) -> logits (B, d_output) of the next position. ``state["pos"]`` is the position, a Python int
+        (as ``default_state`` makes it) or a (1,) integer tensor on the tokens' device (then the step issues the
+        same operations at every position, so a CUDA graph can replay the linear attentions' step)."""
         if not self.causal or self.pool != "none":
             raise ValueError("step mode needs causal=True and pool='none'")
-        pos = torch.full((1,), state["pos"], device=tokens.device)
+        p = state["pos"]
+        pos = p if isinstance(p, Tensor) else torch.full((1,), p, device=tokens.device)  # (1,)
         h = self.embedding(tokens) + sinusoidal_positions(pos, self.d_model).to(self.embedding.weight.dtype)
         layers = []
         for block, s in zip(self.blocks, state["layers"]):
             h, s = block.step(h, s)
             layers.append(s)
-        return self.decoder(self.final_norm(h)), {"pos": state["pos"] + 1, "layers": layers}
+        return self.decoder(self.final_norm(h)), {"pos": p + 1, "layers": layers}
