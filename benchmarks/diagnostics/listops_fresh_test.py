@@ -53,7 +53,7 @@ from runners.data.registry import LOADERS  # noqa: E402
 from runners.registry import RunContext  # noqa: E402
 from runners.run import tier_config, work_dir_for  # noqa: E402
 from runners.spec import TIERS, Spec, SpecError, find_spec, load_spec  # noqa: E402
-from runners.train.checkpoint import FORMAT  # noqa: E402
+from runners.train import checkpoint as ckpt_io  # noqa: E402
 from runners.train.config import RESUMABLE_FIELDS, TrainConfig  # noqa: E402
 from runners.train.distributed import DistInfo  # noqa: E402
 from runners.train.loop import _task_signature, autocast_dtype, evaluate  # noqa: E402
@@ -151,17 +151,16 @@ def resolve_cell(spec_name: str, tier: str, row: Optional[str], checkpoint: Path
 
 
 def load_checkpoint(path: Path) -> dict:
-    """The training checkpoint at ``path`` (read with ``weights_only=True``); UsageError if missing or foreign."""
+    """The training checkpoint at ``path`` (the training loop's reader); UsageError if missing or foreign."""
     if not path.is_file():
         raise UsageError(f"CHECKPOINT {path}: no such file (a training checkpoint, e.g. "
                          f"runs/<spec>/<tier>/<row>__ListOps/checkpoint.pt)")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 -- a truncated or foreign file
-        raise UsageError(f"CHECKPOINT {path}: cannot be read as a training checkpoint ({type(exc).__name__}: "
-                         f"{exc})") from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or "model" not in ckpt:
-        raise UsageError(f"CHECKPOINT {path}: not a training checkpoint of format {FORMAT} (runners/train/loop.py)")
+        ckpt = ckpt_io.load(path, advice="pass a training checkpoint.pt")
+    except ckpt_io.CheckpointMismatch as exc:
+        raise UsageError(f"CHECKPOINT {exc}") from None
+    if "model" not in ckpt:
+        raise UsageError(f"CHECKPOINT {path}: holds no model weights")
     return ckpt
 
 
@@ -182,12 +181,6 @@ def suite_task(cell: CellSetup, ctx: RunContext) -> TaskData:
     return LOADERS[cell.task_cfg["loader"]](root, **cell.task_cfg.get("loader_args", {}))
 
 
-def _differences(saved: Optional[dict], now: dict, where: str, ignore: Sequence[str] = ()) -> list[str]:
-    saved = saved or {}
-    return [f"{where}.{k}: checkpoint {saved.get(k)!r}, spec {now.get(k)!r}"
-            for k in sorted(set(saved) | set(now)) if k not in ignore and saved.get(k) != now.get(k)]
-
-
 def train_config(cell: CellSetup, batch: Optional[int]) -> TrainConfig:
     """The cell's TrainConfig as the table builds it; ``batch`` sets the evaluation batch."""
     train = cell.config.cell_train(cell.row, cell.column)
@@ -202,13 +195,14 @@ def cell_model(cell: CellSetup, task: TaskData, ckpt: dict, cfg: TrainConfig, ch
     was written by another configuration (model, task or training settings)."""
     arch = cell.config.models[cell.row]["arch"]
     kwargs = with_pad_id(cell.config.cell_model(cell.row, cell.column), task)
-    problems = (_differences(ckpt.get("model_config"), {"arch": arch, **kwargs}, "model_config")
-                + _differences(ckpt.get("task"), _task_signature(task), "task")
-                + _differences(ckpt.get("config"), cfg.to_dict(), "config", RESUMABLE_FIELDS))
-    if problems:
-        raise UsageError(f"CHECKPOINT {checkpoint} was not written by row {cell.row!r} of {cell.label}: "
-                         + "; ".join(problems[:10]) + ". Pass the --spec / --tier / --row of the cell that trained it.")
     model = build_model(arch, kwargs, task)
+    try:  # the check the training loop makes before it resumes a checkpoint
+        ckpt_io.check_compatible(ckpt, checkpoint, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
+                                 model_config={"arch": arch, **kwargs}, task=_task_signature(task),
+                                 shapes=ckpt_io.model_shapes(model),
+                                 advice="Pass the --spec / --tier / --row of the cell that trained it.")
+    except ckpt_io.CheckpointMismatch as exc:
+        raise UsageError(f"CHECKPOINT was not written by row {cell.row!r} of {cell.label}: {exc}") from None
     model.load_state_dict(ckpt["model"])
     return model
 

@@ -30,14 +30,14 @@ def save_atomic(obj: dict[str, Any], path: Path) -> None:
         torch.save(obj, tmp)
 
 
-def load(path: Path) -> dict[str, Any]:
+def load(path: Path, advice: str = "delete it to start over") -> dict[str, Any]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # a truncated or foreign file
         raise CheckpointMismatch(f"{path}: cannot be read as a training checkpoint ({type(e).__name__}: {e}); "
-                                 "delete it to start over") from e
+                                 f"{advice}") from e
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise CheckpointMismatch(f"{path}: not a checkpoint of format {FORMAT}; delete it to start over")
+        raise CheckpointMismatch(f"{path}: not a checkpoint of format {FORMAT}; {advice}")
     return ckpt
 
 
@@ -70,7 +70,8 @@ def model_shapes(model: nn.Module) -> dict[str, list[int]]:
 
 def check_compatible(ckpt: dict[str, Any], path: Path, *, config: dict[str, Any], resumable: tuple[str, ...],
                      model_config: dict[str, Any] | None, task: dict[str, Any],
-                     shapes: dict[str, list[int]]) -> None:
+                     shapes: dict[str, list[int]],
+                     advice: str = "Use another run directory or delete the checkpoint to start over.") -> None:
     """Raise CheckpointMismatch naming every field where the checkpoint and this run differ."""
     problems: list[str] = []
     saved = ckpt["config"]
@@ -99,4 +100,4 @@ def check_compatible(ckpt: dict[str, Any], path: Path, *, config: dict[str, Any]
     if problems:
         shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
         raise CheckpointMismatch(f"{path} was written by a different run; mismatching: " + "; ".join(shown)
-                                 + ". Use another run directory or delete the checkpoint to start over.")
+                                 + ". " + advice)
