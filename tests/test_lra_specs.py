@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from runners.compare import judge
 from runners.data.base import TaskData
 from runners.expected import expected_path, load_expected
 from runners.registry import RunContext
-from runners.spec import load_spec
+from runners.spec import SpecError, load_spec
 from runners.train import table
 from runners.train.table import METRICS, TrainTableConfig, column_name, run_train_table
 
@@ -259,3 +260,19 @@ def test_learning_curve_plot_draws_a_table_with_an_out_of_memory_cell(tmp_path):
                          "Transformer / Path-X": {"history": [], "out_of_memory": OOM_MESSAGE}}}
     PLOTS["learning_curves"](result, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_data_of_an_older_generator_version_is_refused(tmp_path, monkeypatch):
+    # a folder prepared before the Pathfinder generator changed (its record has no version) is not reused
+    made = []
+    monkeypatch.setitem(table.PREPARERS, "pathfinder", lambda root, **kw: made.append(kw))
+    task = {"prepare": {"preparer": "pathfinder", "resolution": 32, "n": 8, "seed": 0}}
+    run = SimpleNamespace(work_dir=tmp_path, progress=False, data_dir=None)
+    root = table.prepare_data("Pathfinder", task, run)
+    assert len(made) == 1 and "('generator_version', 2)" in (root / ".complete").read_text()
+    assert table.prepare_data("Pathfinder", task, run) == root and len(made) == 1  # reused as it is
+    (root / ".complete").write_text(repr(sorted(task["prepare"].items() - {("preparer", "pathfinder")})))
+    with pytest.raises(SpecError, match=r"tasks\.Pathfinder\.prepare: .* older generator .*generator_version"):
+        table.prepare_data("Pathfinder", task, run)
+    assert table.data_version(task) == "pathfinder v2"
+    assert table.data_version({"prepare": {"preparer": "listops"}}) is None

@@ -439,6 +439,10 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
     with pytest.raises(CheckpointMismatch, match=r"task\.n_train: checkpoint 256, now 128"):
         train(lambda: PoolClassifier(d=8), majority_task(n_train=128), cfg, tmp_path, CPU, progress=False,
               model_config={"d": 8})
+    regenerated = majority_task()  # the same task made by a newer version of its generator
+    regenerated.info["data_version"] = "pathfinder v2"
+    with pytest.raises(CheckpointMismatch, match=r"task\.data_version: checkpoint None, now 'pathfinder v2'"):
+        train(lambda: PoolClassifier(d=8), regenerated, cfg, tmp_path, CPU, progress=False, model_config={"d": 8})
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointMismatch, match="cannot be read"):
         train(lambda: PoolClassifier(d=8), task, cfg, tmp_path, CPU, progress=False, model_config={"d": 8})

@@ -89,3 +89,8 @@ PREPARERS: dict[str, Callable[..., Any]] = {
 
 #: preparers that make the papers' data by the papers' own procedure (not stand-ins)
 GENERATORS = ("listops", "pathfinder")
+
+#: generators whose output has changed since their first version: the version enters a prepared folder's record
+#: and the task a checkpoint records, so data prepared, and cells trained, by an older version are refused
+#: (pathfinder 2: the targets' growing tips may touch or cross, and paddles are composited one by one)
+GENERATOR_VERSIONS = {"pathfinder": 2}

@@ -446,8 +446,11 @@ def _seed_everything(seed: int) -> None:
 
 
 def _task_signature(task: TaskData) -> dict[str, Any]:
+    """What a checkpoint records of its task (compared on resume); the generator's version where it has one."""
+    version = {"data_version": task.info["data_version"]} if "data_version" in task.info else {}
     return {"name": task.name, "task_type": task.task_type, "seq_len": task.seq_len, "d_output": task.d_output,
-            "n_train": len(task.train), "n_val": len(task.val), "n_test": len(task.test), "dual": task.dual}
+            "n_train": len(task.train), "n_val": len(task.val), "n_test": len(task.test), "dual": task.dual,
+            **version}
 
 
 def autocast_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:

@@ -44,7 +44,7 @@ from torch import nn
 
 from ..benchmark.common import free_memory
 from ..data.base import DatasetError, TaskData
-from ..data.registry import GENERATORS, LOADERS, PREPARERS, check_arguments
+from ..data.registry import GENERATOR_VERSIONS, GENERATORS, LOADERS, PREPARERS, check_arguments
 from ..lockfile import exclusive
 from ..model_schema import check_sequence_model, check_transformer
 from ..registry import Cell, Paused, RunContext, RunOutput, register
@@ -235,6 +235,8 @@ def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path]
     if prep is None:
         return ctx.data_dir
     args = {k: v for k, v in prep.items() if k != "preparer"}
+    version = GENERATOR_VERSIONS.get(prep["preparer"])
+    record = sorted(args.items()) + ([("generator_version", version)] if version else [])
     work_dir = ctx.work_dir if work_dir is None else work_dir
     root = work_dir / "data" / _slug(col)
     done = root / ".complete"
@@ -243,11 +245,19 @@ def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path]
             root.mkdir(parents=True, exist_ok=True)
             extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}
             PREPARERS[prep["preparer"]](root, **args, **extra)
-            done.write_text(repr(sorted(args.items())))
-        elif done.read_text() != repr(sorted(args.items())):
-            raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments "
-                            f"({done.read_text()}); delete that folder to regenerate it with {sorted(args.items())}")
+            done.write_text(repr(record))
+        elif done.read_text() != repr(record):
+            raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments or an older "
+                            f"generator ({done.read_text()}); delete that folder to regenerate it with {record}")
     return root
+
+
+def data_version(task_cfg: dict) -> Optional[str]:
+    """'<generator> v<version>' for a task prepared by a generator with a version (GENERATOR_VERSIONS), else None:
+    it enters the task a checkpoint records, so a cell trained on an older generator's data does not resume."""
+    preparer = (task_cfg.get("prepare") or {}).get("preparer")
+    version = GENERATOR_VERSIONS.get(preparer)
+    return f"{preparer} v{version}" if version else None
 
 
 def with_pad_id(model_kwargs: dict, task: TaskData) -> dict:
@@ -355,6 +365,8 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
         try:
             root = prepare_data(col, task_cfg, ctx, data_work_dir(ctx, [cfg.models[row] for row in rows]))
             task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
+            if data_version(task_cfg):
+                task.info["data_version"] = data_version(task_cfg)
             extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
                                                                                ev.loader_args))) for ev in extras]
         except DatasetError as exc:
