@@ -35,8 +35,8 @@ from scipy import ndimage
 
 from runners.atomic import write_text_atomic
 from runners.data.lra.pathfinder import load_pathfinder
-from runners.data.lra.pathfinder_gen import (PathfinderParams, SampleGeometry, generate_pathfinder, pathfinder_params,
-                                            render, sample_geometry)
+from runners.data.lra.pathfinder_gen import (PathfinderParams, SampleGeometry, generate_pathfinder, paddle_layer,
+                                            pathfinder_params, render, sample_geometry)
 
 #: the global statistics shortcut_probe tries, in the order of its result
 SHORTCUT_FEATURES = ("lit_pixels", "total_intensity", "marker_distance", "connected_pieces", "distractors")
@@ -98,6 +98,33 @@ def _global_statistics(g: SampleGeometry, p: PathfinderParams) -> list[float]:
     pieces = ndimage.label(lit, structure=np.ones((3, 3)))[1]
     return [float(lit.sum()), float(image.sum()), math.hypot(y0 - y1, x0 - x1), float(pieces),
             float(len(g.distractors))]
+
+
+def contact_rates(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dict[str, float]:
+    """How often the paths of fresh images meet: the fraction of images where the two targets light a common
+    pixel (``targets_share_pixel``) or come within one pixel (``targets_within_1px``), and the same for a target
+    and a distractor. A snake's pixels are those of its own layer (its paddles, anti-aliased as rendered) above
+    0.35 of that layer's maximum. In the original generator the targets' growing tips may meet; see the
+    generator's docstring for its rates."""
+    p = pathfinder_params(resolution)
+    rng = np.random.default_rng(seed)
+    near = np.ones((3, 3), dtype=bool)
+    hits = {"targets_share_pixel": 0, "targets_within_1px": 0, "target_distractor_share_pixel": 0,
+            "target_distractor_within_1px": 0}
+
+    def lit(paddles: list) -> np.ndarray:
+        layer = paddle_layer(paddles, p)  # (R, R)
+        return layer > 0.35 * layer.max() if paddles else np.zeros_like(layer, dtype=bool)
+
+    for k in range(n):
+        g = sample_geometry(rng, p, k % 2)
+        t0, t1 = lit(g.targets[0]), lit(g.targets[1])
+        d = lit([pad for snake in g.distractors for pad in snake])
+        hits["targets_share_pixel"] += bool((t0 & t1).any())
+        hits["targets_within_1px"] += bool((ndimage.binary_dilation(t0, near) & t1).any())
+        hits["target_distractor_share_pixel"] += bool(((t0 | t1) & d).any())
+        hits["target_distractor_within_1px"] += bool((ndimage.binary_dilation(t0 | t1, near) & d).any())
+    return {key: v / n for key, v in hits.items()}
 
 
 def _threshold_accuracy(f_fit: np.ndarray, y_fit: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:
