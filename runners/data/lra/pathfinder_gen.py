@@ -74,8 +74,9 @@ Remaining differences from the original, each kept for a reason:
 - Fewer distractors get placed at 32 x 32: 0.89 distractor snakes per image (38 % of images none)
   against the original's 1.23 (23 % none), in the samples above. Not matched yet: the heading rule is
   the original's (11 of 12 attempts fail on it in both); of the attempts with an allowed heading 44 %
-  place a snake here and about 70 % in the original, the rest failing to extend: the hard keep-out and
-  free-far-end rules are stricter than the original's blurred ones in crowded 32 x 32 images.
+  place a snake here and about two thirds in the original (inferred from its 1.23 per image), the rest
+  failing to extend: the hard keep-out and free-far-end rules are stricter than the original's blurred
+  ones in crowded 32 x 32 images.
 
 Layout written (the release's): ``<out>/pathfinder<R>/curv_contour_length_14/imgs/<k>/sample_<i>.png``
 and ``metadata/<k>.npy``, a text file with one line per image:
