@@ -363,7 +363,7 @@ def test_pathfinder_geometry_follows_the_rules(resolution):
         # a distractor keeps off every paddle committed before it (up to pixel rounding): all target paddles
         # but the first target's last (the original commits only the second target's last), earlier distractors;
         # the two targets are not kept apart from each other (their newest paddles are uncommitted as they grow)
-        committed = [pad for pad in g.targets[0][:-1] + g.targets[1]]
+        committed = list(g.targets[0][:-1] + g.targets[1])
         for d in g.distractors:
             assert _min_dist(d, committed) > keepout - 1.0
             committed += d
