@@ -103,5 +103,5 @@ def test_contact_rates_see_the_targets_meet_as_in_the_original():
     # the first version of the generator kept the targets apart (0 of its images); the original's targets meet
     rates = contact_rates(resolution=32, n=60, seed=5)
     assert set(rates) == {"targets_share_pixel", "targets_within_1px", "target_distractor_share_pixel",
-                          "target_distractor_within_1px"}
+                          "target_distractor_within_1px", "distractors_per_image", "images_without_distractors"}
     assert 0.05 <= rates["targets_share_pixel"] <= 0.6 and rates["targets_within_1px"] >= rates["targets_share_pixel"]

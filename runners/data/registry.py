@@ -92,5 +92,6 @@ GENERATORS = ("listops", "pathfinder")
 
 #: generators whose output has changed since their first version: the version enters a prepared folder's record
 #: and the task a checkpoint records, so data prepared, and cells trained, by an older version are refused
-#: (pathfinder 2: the targets' growing tips may touch or cross, and paddles are composited one by one)
+#: (pathfinder 2: the targets' growing tips may touch or cross, paddles are composited one by one, and the body and
+#: far-end tests follow the original's blurred masks more closely)
 GENERATOR_VERSIONS = {"pathfinder": 2}

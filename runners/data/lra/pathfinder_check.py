@@ -103,14 +103,15 @@ def _global_statistics(g: SampleGeometry, p: PathfinderParams) -> list[float]:
 def contact_rates(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dict[str, float]:
     """How often the paths of fresh images meet: the fraction of images where the two targets light a common
     pixel (``targets_share_pixel``) or come within one pixel (``targets_within_1px``), and the same for a target
-    and a distractor. A snake's pixels are those of its own layer (its paddles, anti-aliased as rendered) above
-    0.35 of that layer's maximum. In the original generator the targets' growing tips may meet; see the
-    generator's docstring for its rates."""
+    and a distractor; also the distractor snakes placed per image and the fraction of images with none. A
+    snake's pixels are those of its own layer (its paddles, anti-aliased as rendered) above 0.35 of that layer's
+    maximum. In the original generator the targets' growing tips may meet; see the generator's docstring for
+    its rates."""
     p = pathfinder_params(resolution)
     rng = np.random.default_rng(seed)
     near = np.ones((3, 3), dtype=bool)
     hits = {"targets_share_pixel": 0, "targets_within_1px": 0, "target_distractor_share_pixel": 0,
-            "target_distractor_within_1px": 0}
+            "target_distractor_within_1px": 0, "distractors_per_image": 0, "images_without_distractors": 0}
 
     def lit(paddles: list) -> np.ndarray:
         layer = paddle_layer(paddles, p)  # (R, R)
@@ -124,6 +125,8 @@ def contact_rates(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dict[
         hits["targets_within_1px"] += bool((ndimage.binary_dilation(t0, near) & t1).any())
         hits["target_distractor_share_pixel"] += bool(((t0 | t1) & d).any())
         hits["target_distractor_within_1px"] += bool((ndimage.binary_dilation(t0 | t1, near) & d).any())
+        hits["distractors_per_image"] += len(g.distractors)
+        hits["images_without_distractors"] += not g.distractors
     return {key: v / n for key, v in hits.items()}
 
 

@@ -2,9 +2,9 @@
 
 An image holds two target paths and a few short distractor paths, each a "snake" of dashed
 segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend. A turn is drawn
-with weight ``cos(min(|turn| * continuity, pi/2))^2`` among those whose far end is free, the whole
-paddle is then tested against a keep-out around the paddles already drawn (except the one just
-before it), and after ``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
+with weight ``cos(min(|turn| * continuity, pi/2))^2`` times how free its far end is, the whole paddle
+is then tested against the paddles already committed (drawn, except each snake's newest), and after
+``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
 starts anywhere outside a ``2 * seed_distance`` border, the second ``seed_distance`` away at a random
 angle; both grow alternately and any failure restarts both. A circle marker is put on the start of
 one target and on the far end of the same target (label 1) or of the other target (label 0). Labels
@@ -43,22 +43,26 @@ markers 1. Three behaviours of the original that shape LRA's images are reproduc
   (the original commits ``current_segment_masks[-1]``); the second target's first paddle is placed
   with a bounds test alone. So the growing tips of the two targets may touch or cross each other, and
   a distractor may cover the first target's far end: the junctions that make some of LRA's images
-  ambiguous. In 200 images of the original at 32 x 32 (run outside the suite, in a Python 3 port with
-  scipy's resizing re-created) the two targets light a common pixel in 26.5 % of images and come
-  within one pixel in 68.5 %, a target and a distractor 7.5 % / 41.0 %; in 400 of this generator
-  23.0 % / 66.2 % and 4.8 % / 39.0 % (measured by ``contact_rates`` of ``runners.data.lra.pathfinder_check``,
-  the port's images by the same rules; kept fully apart, as an earlier version of this generator
-  did: 0 % / 37 % and 0 % / 31 %, and S4 then reaches 99 % test accuracy on them, far above the
-  paper's 94.2 on the release).
+  ambiguous (rarely, 0.2-0.5 % of 32 x 32 images, a target's far end lands on the other's tip). In
+  200 images of the original at 32 x 32 (run outside the suite, in a Python 3 port with scipy's
+  resizing re-created) the two targets light a common pixel in 26.5 % of images and come within one
+  pixel in 68.5 %, a target and a distractor 7.5 % / 41.0 %; in 400 of this generator 27.8 % / 62.0 %
+  and 8.2 % / 40.2 % (measured by ``contact_rates`` of ``runners.data.lra.pathfinder_check``, the port's
+  images by the same rules). An earlier version of this generator kept all paths apart (0 % / 37 %
+  and 0 % / 31 %): S4 reached 99 % test accuracy on its images, far above the paper's 94.2 on the
+  release.
 
 Remaining differences from the original, each kept for a reason:
 
-- Keep-out: a paddle's points (every half pixel) must stay more than ``thickness + 2 margin - 1.25``
-  pixels from committed paddles, and a turn's far end must fall on a pixel outside that keep-out.
-  The original thresholds the sum of Lanczos-blurred masks (``< 1.8``) and weights far ends by
-  ``1 - dilated mask``; the hard distance is the same rule without the blur's ringing, and is cheap.
-  Its offset (1.25) is the one of 1.0, 1.25 and 1.5 whose contact rates (above) come closest to the
-  original's at 32 x 32.
+- Hard distances for the original's blurred masks. The original rejects a paddle where the sum of its
+  Lanczos-blurred, margin-dilated mask and the committed mask reaches 1.8 (only where saturated line
+  pixels meet: parallel paddles one pixel apart pass), and weights a far end by 1 - (that mask
+  dilated by the margin's cross; the padding is part of it). Here a paddle's points (every half
+  pixel) must stay more than ``thickness + 0.5`` pixels from committed paddles; a far end weighs 0
+  outside the padding, within one pixel of it or within ``thickness + 2 margin - 1.25`` pixels of a
+  committed paddle (the keep-out), 0.2 where a 4-neighbour is in the keep-out, else 1. The same rules
+  without the blur's ringing, and cheap; their constants are those among the variants tried whose
+  contact rates and distractor count (above and below) come closest to the original's at 32 x 32.
 - Turns are 5-degree steps of float coordinates; the original takes the integer pixels on a circle
   and rounds pivots up (``ceil``), which jitters paddle spacing by about a pixel. The turn statistics
   (continuity weighting) are the same; the integer jitter has no purpose to reproduce.
@@ -71,12 +75,10 @@ Remaining differences from the original, each kept for a reason:
   regrown (up to 30 times) before both restart: with restarts alone long targets rarely fit at these
   sizes and generation is dozens of times slower. At 32 and 256 failures restart both targets, as in
   the original.
-- Fewer distractors get placed at 32 x 32: 0.89 distractor snakes per image (38 % of images none)
-  against the original's 1.23 (23 % none), in the samples above. Not matched yet: the heading rule is
-  the original's (11 of 12 attempts fail on it in both); of the attempts with an allowed heading 44 %
-  place a snake here and about two thirds in the original (inferred from its 1.23 per image), the rest
-  failing to extend: the hard keep-out and free-far-end rules are stricter than the original's blurred
-  ones in crowded 32 x 32 images.
+- Somewhat fewer distractors at 32 x 32: 0.97 distractor snakes per image (32 % of images none)
+  against the original's 1.14-1.23 (23-25 % none) in two samples of it (200 and 400 images). The
+  heading rule is the original's (11 of 12 attempts fail on it in both); a looser body test places
+  more distractors but then paths meet far more often than in the original.
 
 Layout written (the release's): ``<out>/pathfinder<R>/curv_contour_length_14/imgs/<k>/sample_<i>.png``
 and ``metadata/<k>.npy``, a text file with one line per image:
@@ -105,6 +107,13 @@ SEED_TRIES = 64  # free pixels tested as a distractor's start
 BACKTRACK_MAX = 3  # a dead end retracts the growing target by 1..BACKTRACK_MAX paddles
 #: keep-out radius = paddle thickness + 2 margin - KEEPOUT_OFFSET pixels (module docstring, "Keep-out")
 KEEPOUT_OFFSET = 1.25
+#: a paddle's points must stay more than paddle thickness + BODY_SLACK pixels from committed paddles (the
+#: original's ``mask + m_im < 1.8`` rejects only paddles whose saturated line pixels meet: parallel paddles one
+#: pixel apart pass)
+BODY_SLACK = 0.5
+#: weight of a far end with a 4-neighbour in the keep-out (the original weights far ends by 1 - its mask dilated
+#: by the margin's cross, the mask being about 0.8 one pixel off a paddle's line)
+HEAD_NEAR_WEIGHT = 0.2
 #: pixels around a paddle's box in which it is resized alone: beyond the Lanczos filter's reach (3 pixels at 1x)
 PADDLE_WINDOW_PAD = 6
 
@@ -169,22 +178,25 @@ def _box(a: tuple, b: tuple, r: float, size: int):
 
 
 class _Canvas:
-    """Occupancy of one image: how many committed paddles keep each pixel out (reversible)."""
+    """Occupancy of one image (reversible): how many committed paddles keep each pixel out (``count``: far
+    ends, distractor starts) and how many lie within ``body_radius`` of it (``body``: a paddle's points)."""
 
     def __init__(self, p: PathfinderParams, margin: int):
         self.p, self.margin, self.R = p, margin, p.resolution
         self.keepout = p.paddle_thickness + 2 * margin - KEEPOUT_OFFSET
         self.count = np.zeros((self.R, self.R), dtype=np.int16)  # (R, R)
+        self.body_radius = p.paddle_thickness + BODY_SLACK
+        self.body = np.zeros((self.R, self.R), dtype=np.int16)  # (R, R): committed paddles within body_radius
         self.lo, self.hi = float(p.padding), float(self.R - 1 - p.padding)
         self.n_points = int(math.ceil(p.paddle_length / 0.5)) + 1  # tested points along a paddle
 
     def feasible(self, a: tuple, b: tuple) -> bool:
-        """Whether paddle a-b stays inside the padding and off the keep-out of committed paddles, tested at
-        points every half pixel along it."""
+        """Whether paddle a-b stays inside the padding and more than ``body_radius`` from committed paddles,
+        tested at points every half pixel along it."""
         lo, hi = self.lo, self.hi
         if not (lo <= min(a[0], b[0]) and max(a[0], b[0]) <= hi and lo <= min(a[1], b[1]) and max(a[1], b[1]) <= hi):
             return False
-        count, k = self.count, self.n_points - 1
+        count, k = self.body, self.n_points - 1
         dy, dx = b[0] - a[0], b[1] - a[1]
         for i in range(k + 1):
             y, x = a[0] + dy * i / k, a[1] + dx * i / k
@@ -193,18 +205,28 @@ class _Canvas:
         return True
 
     def head_free(self, ey: np.ndarray, ex: np.ndarray) -> np.ndarray:
-        """Which far ends (arrays (n,)) lie inside the padding on a pixel no committed paddle keeps out."""
+        """Weights (n,) of far ends (arrays (n,)), as the original's 1 - (mask dilated by the margin cross):
+        0 outside the padding, within one pixel of it (the padding is part of the original's mask) or on a
+        kept-out pixel, HEAD_NEAR_WEIGHT with a kept-out 4-neighbour, else 1."""
         inside = (ey >= self.lo) & (ey <= self.hi) & (ex >= self.lo) & (ex <= self.hi)
-        iy = (np.clip(ey, 0.0, self.R - 1) + 0.5).astype(np.intp)
-        ix = (np.clip(ex, 0.0, self.R - 1) + 0.5).astype(np.intp)
-        return inside & (self.count[np.minimum(iy, self.R - 1), np.minimum(ix, self.R - 1)] == 0)
+        iy = np.minimum((np.clip(ey, 0.0, self.R - 1) + 0.5).astype(np.intp), self.R - 1)
+        ix = np.minimum((np.clip(ex, 0.0, self.R - 1) + 0.5).astype(np.intp), self.R - 1)
+        ok = inside & (iy >= self.lo + 1) & (iy <= self.hi - 1) & (ix >= self.lo + 1) & (ix <= self.hi - 1)
+        ok &= self.count[iy, ix] == 0
+        c = np.pad(self.count, 1)
+        near = np.zeros_like(ok)
+        for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            near |= c[iy + 1 + dy, ix + 1 + dx] > 0
+        return ok * np.where(near, HEAD_NEAR_WEIGHT, 1.0)
 
     def mark(self, a: tuple, b: tuple, delta: int) -> None:
-        """Add (delta=1) or remove (delta=-1) the keep-out footprint of paddle a-b."""
-        y0, y1, x0, x1 = _box(a, b, self.keepout, self.R)
+        """Add (delta=1) or remove (delta=-1) the keep-out and body footprints of paddle a-b."""
+        y0, y1, x0, x1 = _box(a, b, max(self.keepout, self.body_radius), self.R)
         py = np.arange(y0, y1 + 1, dtype=np.float64)[:, None]
         px = np.arange(x0, x1 + 1, dtype=np.float64)[None, :]
-        self.count[y0:y1 + 1, x0:x1 + 1] += delta * (_seg_dist(py, px, a, b) <= self.keepout)
+        d = _seg_dist(py, px, a, b)
+        self.count[y0:y1 + 1, x0:x1 + 1] += delta * (d <= self.keepout)
+        self.body[y0:y1 + 1, x0:x1 + 1] += delta * (d <= self.body_radius)
 
     def free_fraction(self) -> float:
         return float((self.count == 0).mean())
@@ -233,9 +255,9 @@ def _turn_table(p: PathfinderParams) -> tuple[np.ndarray, np.ndarray]:
 
 def _extend(rng: np.random.Generator, canvas: _Canvas, snake: _Snake, turns, weights) -> bool:
     """Add one paddle ``2 margin`` beyond the last one, as the original does: a turn is drawn with weight
-    ``cos^2`` x (its far end off the keep-out), the whole paddle is then tested against the keep-out of
-    the committed paddles, and after ``max_paddle_retrial + 1`` rejected draws the extension fails. On
-    success the previous last paddle gets committed (marked)."""
+    ``cos^2`` x its far end's weight (:meth:`_Canvas.head_free`), the whole paddle is then tested against the
+    committed paddles (:meth:`_Canvas.feasible`), and after ``max_paddle_retrial + 1`` rejected draws the
+    extension fails. On success the previous last paddle gets committed (marked)."""
     p, m = canvas.p, canvas.margin
     (_, end), theta = snake.last, snake.thetas[-1]
     py, px = end[0] + m * math.sin(theta), end[1] + m * math.cos(theta)  # pivot
