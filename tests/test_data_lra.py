@@ -350,7 +350,7 @@ def test_pathfinder_geometry_follows_the_rules(resolution):
         assert g.markers[0] == g.targets[g.origin][0][0] and g.markers[1] == g.targets[g.terminal][-1][1]
         assert all(len(t) == p.contour_length for t in g.targets)
         assert all(len(d) == p.distractor_length for d in g.distractors) and len(g.distractors) <= p.num_distractors
-        keepout = _Canvas(p, g.margin).keepout
+        body = _Canvas(p, g.margin).body_radius  # how far a new paddle's points keep from committed paddles
         snakes = g.targets + g.distractors
         for s in snakes:
             for (a, b) in s:
@@ -365,7 +365,9 @@ def test_pathfinder_geometry_follows_the_rules(resolution):
         # the two targets are not kept apart from each other (their newest paddles are uncommitted as they grow)
         committed = list(g.targets[0][:-1] + g.targets[1])
         for d in g.distractors:
-            assert _min_dist(d, committed) > keepout - 1.0
+            # the points feasible() tests (every half pixel) keep body_radius from committed paddles up to
+            # rounding to their pixel (at most 0.71)
+            assert _min_dist(d, committed, k=math.ceil(p.paddle_length / 0.5) + 1) > body - 0.75
             committed += d
         img = render(g, p)
         assert img.dtype == np.uint8 and img.max() == 255
@@ -377,11 +379,18 @@ def _points(paddles, k=5):
     return np.array([np.array(a) + t * (np.array(b) - np.array(a)) for a, b in paddles for t in np.linspace(0, 1, k)])
 
 
-def _min_dist(paddles, others) -> float:
-    """Smallest distance between points along ``paddles`` and along ``others`` (inf if either is empty)."""
+def _min_dist(paddles, others, k: int = 5) -> float:
+    """Smallest distance between k points along each paddle of ``paddles`` and segments ``others`` (inf if
+    either is empty)."""
     if not paddles or not others:
         return math.inf
-    return float(np.linalg.norm(_points(paddles)[:, None] - _points(others)[None], axis=-1).min())
+    pts = _points(paddles, k)  # (P, 2)
+    best = math.inf
+    for a, b in others:
+        a, b = np.array(a), np.array(b)
+        t = np.clip((pts - a) @ (b - a) / max(float((b - a) @ (b - a)), 1e-12), 0.0, 1.0)  # (P,)
+        best = min(best, float(np.linalg.norm(pts - (a + t[:, None] * (b - a)), axis=1).min()))
+    return best
 
 
 def test_pathfinder32_targets_may_touch_like_the_original():
@@ -407,7 +416,7 @@ def test_pathfinder_seed_headings_are_the_originals():
 @pytest.mark.parametrize("resolution,n", [(32, 40), (64, 4), (128, 4), (256, 4)])
 def test_pathfinder_labels_are_readable_from_the_geometry(resolution, n):
     # As in the original, a target's far end may land on the other target's tip (the targets' growing tips are
-    # not kept apart): a marker then sits on two tips and the image is ambiguous. That stays rare (0.2-0.5 % of
+    # not kept apart): a marker then sits on two tips and the image is ambiguous. That stays rare (about 1 in 1,000
     # 32 x 32 images); nothing else may make a label unreadable.
     p = pathfinder_params(resolution)
     rng = np.random.default_rng(7)

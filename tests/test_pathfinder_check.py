@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from runners.data.lra.pathfinder_check import (SHORTCUT_FEATURES, _threshold_accuracy, contact_rates, learnability,
-                                              main, shortcut_probe, train_check)
+from runners.data.lra.pathfinder_check import (SHORTCUT_FEATURES, _threshold_accuracy, learnability, main,
+                                              path_statistics, shortcut_probe, train_check)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -99,9 +99,11 @@ def test_fresh_pathfinder32_is_learnable_on_gpu(tmp_path):
     assert res["best_val_acc"] >= 0.7, res
 
 
-def test_contact_rates_see_the_targets_meet_as_in_the_original():
+def test_path_statistics_see_the_targets_meet_and_run_straight_as_in_the_original():
     # the first version of the generator kept the targets apart (0 of its images); the original's targets meet
-    rates = contact_rates(resolution=32, n=60, seed=5)
+    rates = path_statistics(resolution=32, n=60, seed=5)
     assert set(rates) == {"targets_share_pixel", "targets_within_1px", "target_distractor_share_pixel",
-                          "target_distractor_within_1px", "distractors_per_image", "images_without_distractors"}
+                          "target_distractor_within_1px", "distractors_per_image", "images_without_distractors",
+                          "mean_abs_turn_deg", "straight_turns"}
+    assert 0.05 <= rates["straight_turns"] <= 0.4  # the original's discrete headings: straight runs (18 % there)
     assert 0.05 <= rates["targets_share_pixel"] <= 0.6 and rates["targets_within_1px"] >= rates["targets_share_pixel"]

@@ -100,18 +100,20 @@ def _global_statistics(g: SampleGeometry, p: PathfinderParams) -> list[float]:
             float(len(g.distractors))]
 
 
-def contact_rates(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dict[str, float]:
-    """How often the paths of fresh images meet: the fraction of images where the two targets light a common
+def path_statistics(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dict[str, float]:
+    """What the paths of fresh images look like, to compare with the original generator's (its rates are in the
+    generator's docstring). How often paths meet: the fraction of images where the two targets light a common
     pixel (``targets_share_pixel``) or come within one pixel (``targets_within_1px``), and the same for a target
-    and a distractor; also the distractor snakes placed per image and the fraction of images with none. A
-    snake's pixels are those of its own layer (its paddles, anti-aliased as rendered) above 0.35 of that layer's
-    maximum. In the original generator the targets' growing tips may meet; see the generator's docstring for
-    its rates."""
+    and a distractor (a snake's pixels: those of its own layer, its paddles anti-aliased as rendered, above 0.35
+    of that layer's maximum). The distractor snakes placed per image and the fraction of images with none. The
+    targets' turns between consecutive paddles: mean |turn| in degrees and the fraction of exactly straight
+    ones."""
     p = pathfinder_params(resolution)
     rng = np.random.default_rng(seed)
     near = np.ones((3, 3), dtype=bool)
     hits = {"targets_share_pixel": 0, "targets_within_1px": 0, "target_distractor_share_pixel": 0,
             "target_distractor_within_1px": 0, "distractors_per_image": 0, "images_without_distractors": 0}
+    turns: list[float] = []
 
     def lit(paddles: list) -> np.ndarray:
         layer = paddle_layer(paddles, p)  # (R, R)
@@ -127,7 +129,12 @@ def contact_rates(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dict[
         hits["target_distractor_within_1px"] += bool((ndimage.binary_dilation(t0 | t1, near) & d).any())
         hits["distractors_per_image"] += len(g.distractors)
         hits["images_without_distractors"] += not g.distractors
-    return {key: v / n for key, v in hits.items()}
+        for target in g.targets:
+            heads = [math.atan2(b[0] - a[0], b[1] - a[1]) for a, b in target]
+            turns += [abs((h1 - h0 + math.pi) % (2 * math.pi) - math.pi) for h0, h1 in zip(heads, heads[1:])]
+    turn_deg = np.degrees(np.array(turns))
+    return {**{key: v / n for key, v in hits.items()}, "mean_abs_turn_deg": float(turn_deg.mean()),
+            "straight_turns": float((turn_deg < 1e-6).mean())}
 
 
 def _threshold_accuracy(f_fit: np.ndarray, y_fit: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:

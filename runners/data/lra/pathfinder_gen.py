@@ -1,8 +1,9 @@
 """Pathfinder / Path-X generator (Linsley et al. 2018; LRA's per-resolution settings), written anew.
 
 An image holds two target paths and a few short distractor paths, each a "snake" of dashed
-segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend. A turn is drawn
-with weight ``cos(min(|turn| * continuity, pi/2))^2`` times how free its far end is, the whole paddle
+segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend. A new heading is
+drawn among the original's discrete ones (the integer pixel offsets on a circle of radius paddle length
++ margin) with weight ``cos(min(|turn| * continuity, pi/2))^2`` times how free its far end is, the whole paddle
 is then tested against the paddles already committed (drawn, except each snake's newest), and after
 ``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
 starts anywhere outside a ``2 * seed_distance`` border, the second ``seed_distance`` away at a random
@@ -43,11 +44,11 @@ markers 1. Three behaviours of the original that shape LRA's images are reproduc
   (the original commits ``current_segment_masks[-1]``); the second target's first paddle is placed
   with a bounds test alone. So the growing tips of the two targets may touch or cross each other, and
   a distractor may cover the first target's far end: the junctions that make some of LRA's images
-  ambiguous (rarely, 0.2-0.5 % of 32 x 32 images, a target's far end lands on the other's tip). In
-  200 images of the original at 32 x 32 (run outside the suite, in a Python 3 port with scipy's
-  resizing re-created) the two targets light a common pixel in 26.5 % of images and come within one
-  pixel in 68.5 %, a target and a distractor 7.5 % / 41.0 %; in 400 of this generator 27.8 % / 62.0 %
-  and 8.2 % / 40.2 % (measured by ``contact_rates`` of ``runners.data.lra.pathfinder_check``, the port's
+  ambiguous (and rarely, in about 1 of 1,000 images at 32 x 32, a target's far end lands on the
+  other's tip). In 200 images of the original at 32 x 32 (run outside the suite, in a Python 3 port
+  with scipy's resizing re-created) the two targets light a common pixel in 26.5 % of images and come
+  within one pixel in 68.5 %, a target and a distractor 7.5 % / 41.0 %; in 400 of this generator 31.0 % / 63.8 %
+  and 7.8 % / 38.0 % (measured by ``path_statistics`` of ``runners.data.lra.pathfinder_check``, the port's
   images by the same rules). An earlier version of this generator kept all paths apart (0 % / 37 %
   and 0 % / 31 %): S4 reached 99 % test accuracy on its images, far above the paper's 94.2 on the
   release.
@@ -63,9 +64,11 @@ Remaining differences from the original, each kept for a reason:
   committed paddle (the keep-out), 0.2 where a 4-neighbour is in the keep-out, else 1. The same rules
   without the blur's ringing, and cheap; their constants are those among the variants tried whose
   contact rates and distractor count (above and below) come closest to the original's at 32 x 32.
-- Turns are 5-degree steps of float coordinates; the original takes the integer pixels on a circle
-  and rounds pivots up (``ceil``), which jitters paddle spacing by about a pixel. The turn statistics
-  (continuity weighting) are the same; the integer jitter has no purpose to reproduce.
+- Headings are the original's discrete set (so paths run in straight, grid-aligned strokes as there:
+  at 32 x 32 19 % of target turns are exactly 0 degrees, the original 18 %; mean |turn| 33.1 against
+  32.0-32.3 degrees in two samples of 300 images of the port), but positions are float: the original
+  rounds pivots up (``ceil``) and places paddles on integer pixels, which spreads the gap between
+  paddles over 1-2.8 pixels (here 1.6-2.0). A total far-end weight below 1e-4 is a dead end, as there.
 - Each paddle is resized to 1x alone, as in the original, but by exactly 1 / aa over a window around it
   instead of the original's paddle window (17 -> 9 pixels at 32 x 32, a 1.89x resize); intensities
   differ by a few grey levels, not in kind.
@@ -75,7 +78,7 @@ Remaining differences from the original, each kept for a reason:
   regrown (up to 30 times) before both restart: with restarts alone long targets rarely fit at these
   sizes and generation is dozens of times slower. At 32 and 256 failures restart both targets, as in
   the original.
-- Somewhat fewer distractors at 32 x 32: 0.97 distractor snakes per image (32 % of images none)
+- Somewhat fewer distractors at 32 x 32: 0.92 distractor snakes per image (34 % of images none)
   against the original's 1.14-1.23 (23-25 % none) in two samples of it (200 and 400 images). The
   heading rule is the original's (11 of 12 attempts fail on it in both); a looser body test places
   more distractors but then paths meet far more often than in the original.
@@ -137,7 +140,6 @@ class PathfinderParams:
     max_paddle_retrial: int = 2       # rejected turn draws allowed per paddle, minus one (original's name)
     antialias_scale: int = 2          # drawing resolution / image resolution (LRA: 2 at every resolution)
     target_dead_ends: int = 0         # failed target extensions retracted and regrown before a restart
-    angle_step_deg: float = 5.0
 
 
 PARAMS = {
@@ -244,13 +246,16 @@ class _Snake:
         return self.paddles[-1]
 
 
-def _turn_table(p: PathfinderParams) -> tuple[np.ndarray, np.ndarray]:
-    """Turn angles (multiples of angle_step with |turn| continuity < pi/2) and their weights."""
-    step = math.radians(p.angle_step_deg)
-    k = int(math.floor((math.pi / 2) / (p.continuity * step) - 1e-9))
-    turns = step * np.arange(-k, k + 1)
-    weights = np.cos(np.abs(turns) * p.continuity) ** 2
-    return turns, weights
+def _turn_table(p: PathfinderParams, margin: int) -> tuple[np.ndarray, np.ndarray]:
+    """The original's candidate headings (``get_coords_cmf``): the integer pixels hit by points one pixel of
+    arc apart on the circle of radius paddle_length + margin, truncated (``astype(int)``) and deduplicated; a
+    heading is the angle of its pixel's displacement (two pixels may share one, e.g. 0 degrees at 32 x 32).
+    Returns absolute headings (radians) and unit weights; :func:`_extend` weights them by the turn."""
+    r = p.paddle_length + margin
+    phi = np.radians(np.arange(0, 360, 360.0 / (2 * r * np.pi)))
+    off = np.unique(np.floor(np.stack([r * np.sin(phi), r * np.cos(phi)], 1)).astype(int), axis=0)
+    headings = np.arctan2(off[:, 0], off[:, 1]).astype(np.float64)
+    return headings, np.ones_like(headings)
 
 
 def _extend(rng: np.random.Generator, canvas: _Canvas, snake: _Snake, turns, weights) -> bool:
@@ -261,13 +266,15 @@ def _extend(rng: np.random.Generator, canvas: _Canvas, snake: _Snake, turns, wei
     p, m = canvas.p, canvas.margin
     (_, end), theta = snake.last, snake.thetas[-1]
     py, px = end[0] + m * math.sin(theta), end[1] + m * math.cos(theta)  # pivot
-    thetas = theta + turns  # (T,)
+    thetas = turns  # (T,) absolute headings; weight cos^2 of the turn, as the original
+    turn = np.abs((thetas - theta + math.pi) % (2 * math.pi) - math.pi)
+    weights = weights * np.cos(np.minimum(turn * p.continuity, math.pi / 2)) ** 2
     uy, ux = np.sin(thetas), np.cos(thetas)
     sy, sx = py + m * uy, px + m * ux
     ey, ex = sy + p.paddle_length * uy, sx + p.paddle_length * ux
     w = weights * canvas.head_free(ey, ex)
     cdf = np.cumsum(w)
-    if cdf[-1] <= 0:
+    if cdf[-1] < 1e-4:  # the original: a pmf total below 1e-4 is a dead end (also for turns of 90 degrees)
         return False
     for _ in range(p.max_paddle_retrial + 1):
         j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(w) - 1)
@@ -449,7 +456,7 @@ def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int) -
     if label not in (0, 1):
         raise ValueError(f"label must be 0 or 1, got {label}")
     margin = int(p.paddle_margins[rng.integers(len(p.paddle_margins))])
-    turns, weights = _turn_table(p)
+    turns, weights = _turn_table(p, margin)
     for _ in range(MAX_PAIR_ATTEMPTS):
         res = _two_targets(rng, p, margin, turns, weights)
         if res is not None:
