@@ -2,10 +2,10 @@
 
 An image holds two target paths and a few short distractor paths, each a "snake" of dashed
 segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend. A new heading is
-drawn among the original's discrete ones (the integer pixel offsets on a circle of radius paddle length
-+ margin) with weight ``cos(min(|turn| * continuity, pi/2))^2`` times how free its far end is, the whole paddle
-is then tested against the paddles already committed (drawn, except each snake's newest), and after
-``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
+drawn among the original's discrete ones (toward the integer pixels on a circle of radius
+``paddle_length + margin``) with weight ``cos(min(|turn| * continuity, pi/2))^2`` times how free its far
+end is, the whole paddle is then tested against the paddles already committed (drawn, except each
+snake's newest), and after ``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
 starts anywhere outside a ``2 * seed_distance`` border, the second ``seed_distance`` away at a random
 angle; both grow alternately and any failure restarts both. A circle marker is put on the start of
 one target and on the far end of the same target (label 1) or of the other target (label 0). Labels
@@ -108,7 +108,7 @@ from runners.data.progress import progress_bar
 MAX_PAIR_ATTEMPTS = 50000  # restarts of the two targets before giving up (the original never gives up)
 SEED_TRIES = 64  # free pixels tested as a distractor's start
 BACKTRACK_MAX = 3  # a dead end retracts the growing target by 1..BACKTRACK_MAX paddles
-#: keep-out radius = paddle thickness + 2 margin - KEEPOUT_OFFSET pixels (module docstring, "Keep-out")
+#: keep-out radius = paddle thickness + 2 margin - KEEPOUT_OFFSET pixels (module docstring, "Hard distances")
 KEEPOUT_OFFSET = 1.25
 #: a paddle's points must stay more than paddle thickness + BODY_SLACK pixels from committed paddles (the
 #: original's ``mask + m_im < 1.8`` rejects only paddles whose saturated line pixels meet: parallel paddles one
@@ -248,8 +248,9 @@ class _Snake:
 
 def _turn_table(p: PathfinderParams, margin: int) -> tuple[np.ndarray, np.ndarray]:
     """The original's candidate headings (``get_coords_cmf``): the integer pixels hit by points one pixel of
-    arc apart on the circle of radius paddle_length + margin, truncated (``astype(int)``) and deduplicated; a
-    heading is the angle of its pixel's displacement (two pixels may share one, e.g. 0 degrees at 32 x 32).
+    arc apart on the circle of radius paddle_length + margin around the (integer) pivot, truncated
+    (``astype(int)`` of positive image coordinates: the floor of the offsets) and deduplicated; a heading is
+    the angle of its pixel's displacement (two pixels may share one, e.g. 0 degrees at 32 x 32).
     Returns absolute headings (radians) and unit weights; :func:`_extend` weights them by the turn."""
     r = p.paddle_length + margin
     phi = np.radians(np.arange(0, 360, 360.0 / (2 * r * np.pi)))
