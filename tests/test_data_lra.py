@@ -416,8 +416,8 @@ def test_pathfinder_seed_headings_are_the_originals():
 @pytest.mark.parametrize("resolution,n", [(32, 40), (64, 4), (128, 4), (256, 4)])
 def test_pathfinder_labels_are_readable_from_the_geometry(resolution, n):
     # As in the original, a target's far end may land on the other target's tip (the targets' growing tips are
-    # not kept apart): a marker then sits on two tips and the image is ambiguous. That stays rare (about 1 in 1,000
-    # 32 x 32 images); nothing else may make a label unreadable.
+    # not kept apart): a marker then sits on two tips and the image is ambiguous. That stays rare; nothing else
+    # may make a label unreadable.
     p = pathfinder_params(resolution)
     rng = np.random.default_rng(7)
     problems = [label_problems(sample_geometry(rng, p, k % 2), p, k % 2) for k in range(n)]

@@ -365,8 +365,8 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
         try:
             root = prepare_data(col, task_cfg, ctx, data_work_dir(ctx, [cfg.models[row] for row in rows]))
             task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
-            if data_version(task_cfg):
-                task.info["data_version"] = data_version(task_cfg)
+            if version := data_version(task_cfg):
+                task.info["data_version"] = version
             extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
                                                                                ev.loader_args))) for ev in extras]
         except DatasetError as exc:

@@ -40,18 +40,17 @@ markers 1. Three behaviours of the original that shape LRA's images are reproduc
   scipy.misc.imresize did), then the image is scaled min..max to 0..255 (scipy.misc.imsave): thin
   paddles come out at about half intensity, so the markers are the brightest objects.
 - A new paddle is tested only against committed paddles. A paddle is committed when the next paddle of
-  its snake is placed, and once both targets are complete only the second target's last paddle is
-  (the original commits ``current_segment_masks[-1]``); the second target's first paddle is placed
-  with a bounds test alone. So the growing tips of the two targets may touch or cross each other, and
-  a distractor may cover the first target's far end: the junctions that make some of LRA's images
-  ambiguous (and rarely, in about 1 of 1,000 images at 32 x 32, a target's far end lands on the
-  other's tip). In 200 images of the original at 32 x 32 (run outside the suite, in a Python 3 port
-  with scipy's resizing re-created) the two targets light a common pixel in 26.5 % of images and come
-  within one pixel in 68.5 %, a target and a distractor 7.5 % / 41.0 %; in 400 of this generator 31.0 % / 63.8 %
-  and 7.8 % / 38.0 % (measured by ``path_statistics`` of ``runners.data.lra.pathfinder_check``, the port's
-  images by the same rules). An earlier version of this generator kept all paths apart (0 % / 37 %
-  and 0 % / 31 %): S4 reached 99 % test accuracy on its images, far above the paper's 94.2 on the
-  release.
+  its snake is placed, and once both targets are complete only the second target's last paddle is (the
+  original commits ``current_segment_masks[-1]``); the second target's first paddle is placed with a
+  bounds test alone. So the growing tips of the two targets may touch or cross each other, and a
+  distractor may cover the first target's far end: the junctions that make some of LRA's images
+  ambiguous (and, rarely, a target's far end lands on the other's tip). In 200 images of the original at
+  32 x 32 (run outside the suite, in a Python 3 port with scipy's resizing re-created) the two targets
+  light a common pixel in 26.5 % of images and come within one pixel in 68.5 %, a target and a
+  distractor 7.5 % / 41.0 %; in 400 of this generator 31.0 % / 63.8 % and 7.8 % / 38.0 % (measured by
+  ``path_statistics`` of ``runners.data.lra.pathfinder_check``, the port's images by the same rules). An
+  earlier version of this generator kept all paths apart (0 % / 37 % and 0 % / 31 %): S4 reached 99 %
+  test accuracy on its images, far above the paper's 94.2 on the release.
 
 Remaining differences from the original, each kept for a reason:
 
