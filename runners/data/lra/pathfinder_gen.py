@@ -213,11 +213,11 @@ class _Canvas:
         iy = np.minimum((np.clip(ey, 0.0, self.R - 1) + 0.5).astype(np.intp), self.R - 1)
         ix = np.minimum((np.clip(ex, 0.0, self.R - 1) + 0.5).astype(np.intp), self.R - 1)
         ok = inside & (iy >= self.lo + 1) & (iy <= self.hi - 1) & (ix >= self.lo + 1) & (ix <= self.hi - 1)
-        ok &= self.count[iy, ix] == 0
-        c = np.pad(self.count, 1)
-        near = np.zeros_like(ok)
-        for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-            near |= c[iy + 1 + dy, ix + 1 + dx] > 0
+        count, top = self.count, self.R - 1
+        ok &= count[iy, ix] == 0
+        # where ok, the 4-neighbours lie inside the image; elsewhere the weight is 0 whatever they read
+        near = ((count[np.maximum(iy - 1, 0), ix] > 0) | (count[np.minimum(iy + 1, top), ix] > 0)
+                | (count[iy, np.maximum(ix - 1, 0)] > 0) | (count[iy, np.minimum(ix + 1, top)] > 0))
         return ok * np.where(near, HEAD_NEAR_WEIGHT, 1.0)
 
     def mark(self, a: tuple, b: tuple, delta: int) -> None:
