@@ -99,7 +99,8 @@ def _env_line(result: dict) -> str:
     env = result.get("environment") or {}
     wall = result.get("wall_time_s")
     trained = any(isinstance(s, dict) and s.get("elapsed_seconds") for s in (result.get("series") or {}).values())
-    wall_text = (f"wall time of the call that wrote it {fmt(wall)} s (each cell's training time is in its line below)"
+    wall_text = (f"wall time of the call that wrote it {fmt(wall)} s (each cell's training time is in its line below, "
+                 "and a cell trained over several calls names each call's commit and card there)"
                  if trained else f"wall time {fmt(wall)} s")
     return (f"device **{env.get('device_name', '?')}**, torch {env.get('torch', '?')}, triton {env.get('triton')}, "
             f"{_commit_text(env)}"

@@ -62,6 +62,13 @@ def git_commit() -> str | None:
     return git_provenance()["git_commit"]
 
 
+def device_name(device: torch.device) -> str:
+    """The card's name for a CUDA device (e.g. "NVIDIA H200"), else the CPU's with its core count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+
+
 def environment(device: torch.device | None = None) -> dict[str, Any]:
     """Where a result was measured: device name, library versions, git commit, host."""
     try:
@@ -71,13 +78,9 @@ def environment(device: torch.device | None = None) -> dict[str, Any]:
     except ImportError:
         triton_version = None
     dev = device or torch.device("cpu")
-    if dev.type == "cuda":
-        device_name = torch.cuda.get_device_name(dev)
-    else:
-        device_name = f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     return {
         "device": str(dev),
-        "device_name": device_name,
+        "device_name": device_name(dev),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "triton": triton_version,

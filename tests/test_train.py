@@ -330,10 +330,32 @@ def test_resume_at_another_commit_records_both(tmp_path, monkeypatch):
     assert [(s["git_commit"], s["from_global_step"]) for s in resumed.segments] == [("a" * 40, 0), ("b" * 40, steps)]
     ck = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
     assert ck["segments"] == resumed.segments
-    expected = f"; trained at commit {'a' * 12} from step 0, {'b' * 12} from step {steps}"
+    cpu = resumed.segments[0]["device"]
+    assert cpu.startswith("CPU") and resumed.segments[1]["device"] == cpu
+    expected = f"; trained at commit {'a' * 12} on {cpu} from step 0, {'b' * 12} on {cpu} from step {steps}"
     assert segments_note(resumed.segments) == expected
     legacy = [{"git_commit": None, "from_global_step": 0}, {"git_commit": "c" * 40, "from_global_step": 7}]
     assert "an unrecorded commit from step 0" in segments_note(legacy)
+
+
+def test_resume_on_another_card_records_both(tmp_path, monkeypatch):
+    """Same commit, another card: a new segment names the card each call trained on (result and note)."""
+    from runners.train import loop
+    from runners.train.table import segments_note
+
+    task = majority_task()
+    cfg = dict(lr=0.05, batch_size=32, scheduler="constant")
+    make = lambda: PoolClassifier()  # noqa: E731
+    monkeypatch.setenv("SSM_GIT_COMMIT", "a" * 40)
+    monkeypatch.setattr(loop, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    first = train(make, task, TrainConfig(**cfg, epochs=1), tmp_path / "r", CPU, progress=False)
+    monkeypatch.setattr(loop, "device_name", lambda device: "NVIDIA H200")
+    resumed = train(make, task, TrainConfig(**cfg, epochs=2), tmp_path / "r", CPU, progress=False)
+    steps = first.history[0]["steps"]
+    assert [(s["device"], s["from_global_step"]) for s in resumed.segments] == [
+        ("NVIDIA H100 80GB HBM3", 0), ("NVIDIA H200", steps)]
+    assert segments_note(resumed.segments) == (f"; trained at commit {'a' * 12} on NVIDIA H100 80GB HBM3 from step 0, "
+                                               f"{'a' * 12} on NVIDIA H200 from step {steps}")
 
 
 class Killed(RuntimeError):

@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 
 from runners.atomic import atomic_path
 from runners.data.base import TaskData
-from runners.results import git_provenance, write_json_atomic
+from runners.results import device_name, git_provenance, write_json_atomic
 from runners.scheduler import CELLS_PER_GPU_ENV
 from ssm_core.optim import build_optimizer
 
@@ -245,7 +245,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             if steps_this_call == 0:
-                segments = code_segments(segments, global_step)
+                segments = code_segments(segments, global_step, device_name(device))
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
             if t_clock is None:
                 if device.type == "cuda":
@@ -318,14 +318,16 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
 # pieces of the loop
 
 
-def code_segments(segments: list[dict], global_step: int) -> list[dict]:
-    """``segments`` with this call's code appended when it differs from the last segment's.
+def code_segments(segments: list[dict], global_step: int, card: str) -> list[dict]:
+    """``segments`` with this call's code and card appended when either differs from the last segment's.
 
-    A segment is {"git_commit", "git_dirty", "git_dirty_diff_sha256" (when dirty), "from_global_step"}: the code
-    that trained from that optimizer step on. A run resumed at another commit thus records both, and its result
-    says so. A checkpoint written before segments were recorded starts with {"git_commit": None, ...}.
+    A segment is {"git_commit", "git_dirty", "git_dirty_diff_sha256" (when dirty), "device", "from_global_step"}:
+    the code, and the card (``device_name``) it ran on, that trained from that optimizer step on. A run resumed at
+    another commit or on another card thus records both, and its result says so. A checkpoint written before
+    segments were recorded starts with {"git_commit": None, ...}; one written before cards were recorded has
+    segments without "device".
     """
-    here = {**git_provenance(), "from_global_step": global_step}
+    here = {**git_provenance(), "device": card, "from_global_step": global_step}
     code = {k: v for k, v in here.items() if k != "from_global_step"}
     if segments and {k: v for k, v in segments[-1].items() if k != "from_global_step"} == code:
         return segments

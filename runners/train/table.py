@@ -298,11 +298,13 @@ def column_name(col: str, metric: str, metrics: list[str], regression: bool = Fa
 
 
 def segments_note(segments: list[dict]) -> str:
-    """'' when one commit trained the cell; else '; trained at commit A from step 0, B from step n, ...'."""
+    """'' when one call's code and card trained the cell; else '; trained at commit A on CARD from step 0, B on
+    CARD from step n, ...' (the card where the segment recorded one)."""
     if len(segments) < 2:
         return ""
     parts = [f"{seg['git_commit'][:12] if seg.get('git_commit') else 'an unrecorded commit'}"
-             f"{' plus uncommitted changes' if seg.get('git_dirty') else ''} from step {seg['from_global_step']}"
+             f"{' plus uncommitted changes' if seg.get('git_dirty') else ''}"
+             f"{' on ' + seg['device'] if seg.get('device') else ''} from step {seg['from_global_step']}"
              for seg in segments]
     return "; trained at commit " + ", ".join(parts)
 
