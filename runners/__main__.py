@@ -48,6 +48,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     specs = []
     if args.cells_per_gpu != 1 and not args.gpus:
         raise SpecError("--cells-per-gpu applies with --gpus")
+    if args.gpus and args.train_only:
+        raise SpecError("--gpus trains with --train-only children and then writes the results file; drop --train-only")
     if (args.cells or args.data != "release" or args.gpus or args.unit) and len(args.spec) != 1:
         raise SpecError("--cells, --data, --gpus and --unit apply to one spec: name exactly one")
     for name in args.spec or [str(p) for p in spec_paths()]:
@@ -119,8 +121,6 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
     if not isinstance(config, TrainTableConfig):
         raise SpecError(f"{spec.path}: --gpus places training cells on GPUs; runner {spec.runner!r} is not a "
                         f"training table")
-    if args.train_only:
-        raise SpecError("--gpus trains with --train-only children and then writes the results file; drop --train-only")
     selected = select_cells(spec, args.tier, load_expected(expected_path(spec.id)), args.cells, args.data)
     narrowed = bool(args.cells) or args.data == "suite"
     try:

@@ -224,6 +224,10 @@ def test_cells_per_gpu_share_a_gpu_and_the_results_say_so(project: Path, capsys:
         assert "CUDA_VISIBLE_DEVICES=0 " in log
     assert main(["run", "toytrain", "--cells-per-gpu", "2"]) == 2
     assert "--cells-per-gpu applies with --gpus" in capsys.readouterr().err
+    # refused before anything runs, also by --dry-run (which checks a command before a GPU call)
+    for extra in ([], ["--dry-run"]):
+        assert main(["run", "toytrain", "--data", "suite", "--gpus", "0", "--train-only", *extra]) == 2
+        assert "--gpus trains with --train-only children" in capsys.readouterr().err
 
 
 # ---- one configuration in two tables trains once (train_in)
