@@ -3,7 +3,10 @@ output linear) at batch 1, length 1024, one forward + backward, with the kernel-
 each FFT-convolution implementation; per case, in MiB: parameters + gradients, the input with its gradient and
 the upstream gradient, what stays allocated between steps (the graphs' static tensors), the tensors saved for the
 backward (distinct storages, the largest listed: save_for_backward's and the ctx attributes of custom autograd
-Functions), and the step's peak above what was allocated when it began.
+Functions), and the step's peak above what was allocated when it began. Where that memory comes from: the
+allocator's history (torch.cuda.memory._record_memory_history, Python stacks) is replayed, and the blocks still
+allocated after the two warm-up steps (kept) and those live at the measured step's peak are summed by the line of
+this repository's code that allocated them (the innermost ssm_core / benchmarks frame of the stack).
 
     python benchmarks/diagnostics/s4_layer_memory.py [H ...]      (default: 128 256 512)
 """
@@ -36,6 +39,48 @@ def ctx_attributes(root) -> list[tuple[str, torch.Tensor]]:
     return found
 
 
+def allocation_site(frames: list[dict]) -> str:
+    """'folder/file.py:line function' of the innermost frame in this repository's code (ssm_core, benchmarks),
+    else of the innermost frame; frames as the allocator's history records them (innermost first)."""
+    ours = [f for f in frames if "/ssm_core/" in f.get("filename", "") or "/benchmarks/" in f.get("filename", "")]
+    f = (ours or frames or [{}])[0]
+    where = "/".join(str(f.get("filename", "?")).split("/")[-2:])
+    return f"{where}:{f.get('line', '?')} {f.get('name', '?')}"
+
+
+def live_blocks(trace: list[dict], at_peak: bool) -> tuple[int, dict[str, int]]:
+    """Replay allocator trace entries (action 'alloc' / 'free_completed', addr, size, frames): the bytes allocated
+    by these entries and still live (at the end, or at the moment their running total peaked: ``at_peak``), and
+    those bytes by allocation site. Frees of blocks allocated before the trace began are ignored."""
+    live: dict[int, tuple[int, str]] = {}  # addr -> (bytes, site)
+    total, best, best_live = 0, 0, {}
+    for e in trace:
+        if e.get("action") == "alloc":
+            live[e["addr"]] = (e["size"], allocation_site(e.get("frames") or []))
+            total += e["size"]
+        elif e.get("action") == "free_completed" and e.get("addr") in live:
+            total -= live.pop(e["addr"])[0]
+        if at_peak and total > best:
+            best, best_live = total, dict(live)
+    chosen = best_live if at_peak else live
+    by_site: dict[str, int] = {}
+    for nbytes, site in chosen.values():
+        by_site[site] = by_site.get(site, 0) + nbytes
+    return (best if at_peak else total), by_site
+
+
+def print_sites(label: str, total: int, by_site: dict[str, int], top: int = 8) -> None:
+    print(f"    {label}: {total / MIB:.2f} MiB by allocation site", flush=True)
+    for site, nbytes in sorted(by_site.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"      {nbytes / MIB:8.3f} MiB  {site}", flush=True)
+
+
+def device_trace(device: torch.device) -> list[dict]:
+    """The allocator's recorded actions on ``device`` so far (needs _record_memory_history on)."""
+    traces = torch.cuda.memory._snapshot()["device_traces"]
+    return list(traces[device.index or 0]) if traces else []
+
+
 def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) -> None:
     os.environ["SSM_KERNEL_GRAPHS"], os.environ["SSM_FFTCONV"] = graphs, fftconv
     device = torch.device("cuda")
@@ -52,12 +97,15 @@ def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) 
         u.grad = None
         layer(u).backward(grad)
 
+    torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")
+    n0 = len(device_trace(device))
     before = torch.cuda.memory_allocated(device)
     step()
     step()  # the graphs are captured on the second call
     layer.zero_grad(set_to_none=True)
     u.grad = None
     kept = torch.cuda.memory_allocated(device) - before
+    warm_trace = device_trace(device)[n0:]
     saved: dict[int, tuple[int, tuple, str]] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -77,9 +125,12 @@ def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) 
     torch.cuda.synchronize(device)
     start = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
+    n1 = len(device_trace(device))
     step()
     torch.cuda.synchronize(device)
     top = torch.cuda.max_memory_allocated(device)
+    step_trace = device_trace(device)[n1:]
+    torch.cuda.memory._record_memory_history(enabled=None)
     grads = sum(p.numel() * p.element_size() for p in layer.parameters())
     # the Table 2 cell: the step's peak minus what was allocated before the model was built
     print(f"H={h} graphs={graphs} fftconv={fftconv}: Table 2 count {(top - base) / MIB:.2f} MiB = parameters "
@@ -91,6 +142,8 @@ def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) 
           f"({len(saved)} storages)", flush=True)
     for nbytes, shape, dtype in sorted(saved.values(), reverse=True)[:8]:
         print(f"    saved {nbytes / MIB:7.3f} MiB  {dtype:10s} {shape}", flush=True)
+    print_sites("kept between steps", *live_blocks(warm_trace, at_peak=False))
+    print_sites("live at the step's peak", *live_blocks(step_trace, at_peak=True))
     del layer, u, grad
 
 
