@@ -45,7 +45,7 @@ if str(REPO) not in sys.path:
 
 from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
-from ssm_core.kernels.graphs import enabled as graphs_enabled  # noqa: E402
+from ssm_core.kernels.graphs import cache_of, enabled as graphs_enabled  # noqa: E402
 from runners.benchmark import official  # noqa: E402
 from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
@@ -199,6 +199,8 @@ def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module],
                     row[f"{k}_mib"] = peak[k]
                 row["ratio"] = row["ours_ms"] / row["official_ms"]
                 row["times"] = ms
+                # kernel-generation keys replayed from CUDA graphs (0: every step ran it eagerly, host-bound)
+                row["ours_kernel_graphs"] = len(cache_of(layers["ours"].kernel))
                 del layers, x, g
             except Exception as exc:  # recorded with the reason (e.g. out of memory); the other rows go on
                 row.update(error=f"{type(exc).__name__}: {str(exc)[:300]}")
@@ -207,7 +209,9 @@ def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module],
                 torch.cuda.empty_cache()
             print(f"{mode:4s} side by side H={h:4d} B={b:3d} L={length:6d}: "
                   + (row["error"] if "error" in row else
-                     f"ours {row['ours_ms']} ms / official {row['official_ms']} ms = {row['ratio']:.2f}"),
+                     f"ours {row['ours_ms']} ms / official {row['official_ms']} ms = {row['ratio']:.2f} "
+                     f"(rounds: ours {row['times']['ours']}, official {row['times']['official']}; "
+                     f"kernel graphs captured: {row['ours_kernel_graphs']})"),
                   flush=True)
             rows.append(row)
     return rows

@@ -145,6 +145,7 @@ def test_layer_side_by_side_rows_and_table():
         assert "error" not in r, r
         assert len(r["times"]["ours"]) == len(r["times"]["official"]) == 2
         assert r["ratio"] == pytest.approx(r["ours_ms"] / r["official_ms"])
+        assert r["ours_kernel_graphs"] == 0  # graph replay is for CUDA tensors only
     rows.append({"mode": "s4", "H": 512, "B": 8, "L": 16384, "rounds": 2, "error": "OutOfMemoryError: x"})
     text = "\n".join(bench.side_by_side_markdown({"side_by_side": rows, "official": {"checkout": "/x/s4"}}))
     assert text.startswith("## Side by side with the official extension (same process)")
