@@ -369,6 +369,11 @@ def test_long_work_without_a_terminal_prints_progress_and_an_estimate(capsys: py
     with LineProgress(200, "short", "expr") as bar:  # done within the quiet seconds: silent
         bar.update(200)
     assert capsys.readouterr().err == ""
+    with LineProgress(200, "batches", "img", quiet_seconds=0.0) as bar:  # a jump over several tenths: one line
+        bar.update(50)
+        bar.update(150)
+    assert [line.split(" in ")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "batches: 25% (50/200 img)", "batches: 100% (200/200 img)"]
 
 
 def test_one_cell_with_one_setting(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -32,11 +32,11 @@ class LineProgress:
         self.n += n
         if not self.total:
             return
+        crossed = False  # an update that crosses several tenths at once prints one line
         while self.next_step <= self.steps and self.n * self.steps >= self.next_step * self.total:
-            self.next_step += 1
-            elapsed = time.perf_counter() - self.t0
-            if elapsed < self.quiet_seconds:
-                continue
+            self.next_step, crossed = self.next_step + 1, True
+        elapsed = time.perf_counter() - self.t0
+        if crossed and elapsed >= self.quiet_seconds:
             left = elapsed * (self.total - self.n) / self.n if self.n else 0.0
             tail = f", about {_clock(left)} left" if self.n < self.total else ""
             print(f"{self.desc}: {100 * self.n // self.total}% ({self.n}/{self.total} {self.unit}) in "
