@@ -14,7 +14,7 @@ from ssm_core.blocks import NORMS, POOLS
 from ssm_core.inits import DIAGONAL_INITS
 from ssm_core.kernels.diag import NORMALIZATIONS
 from ssm_core.kernels.dplr import INITS as DPLR_INITS
-from ssm_core.kernels.params import DISCRETIZATIONS, REAL_TRANSFORMS
+from ssm_core.kernels.params import DISCRETIZATIONS, REAL_TRANSFORMS, check_lr
 from ssm_core.layers import ACTIVATIONS, MODES, OUTPUTS
 from ssm_core.ops.backend import BACKENDS
 
@@ -44,6 +44,14 @@ def _choice(choices: Any) -> Check:
     return lambda key, v: check_choice(key, v, list(choices))
 
 
+def _ssm_lr(key: str, v: Any) -> None:
+    """The SSM parameters' learning rate (ssm_core.kernels.params.check_lr), the message under ``key``."""
+    try:
+        check_lr(v)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
+
+
 def _dict(key: str, v: Any) -> None:
     if not isinstance(v, dict):
         raise ValueError(f"{key}: {v!r} not allowed; expected a mapping")
@@ -65,7 +73,7 @@ LAYER_KEYS: dict[str, Check] = {
     "transposed": check_bool,
     "dt_min": _DT,
     "dt_max": _DT,
-    "lr": _opt(_num(0)),
+    "lr": _ssm_lr,  # a number, None, or {dt, A, B} (None there: the global learning rate)
     "backend": _opt(_choice(BACKENDS)),
     # kernel keyword arguments
     "discretization": _choice(DISCRETIZATIONS),
@@ -89,6 +97,7 @@ SEQUENCE_MODEL_KEYS: dict[str, Check] = {
     "prenorm": check_bool,
     "dropout": _DROPOUT,
     "pool": _choice(POOLS),
+    "mask_padding": check_bool,
 }
 
 TRANSFORMER_KEYS: dict[str, Check] = {

@@ -68,10 +68,14 @@ class ResidualBlock(nn.Module):
         self.norm = make_norm(norm, layer.h)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
-    def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:  # (B, L, H)
-        if self.prenorm:
-            return x + self.dropout(self.layer(self.norm(x), rate=rate))
-        return self.norm(x + self.dropout(self.layer(x, rate=rate)))
+    def forward(self, x: Tensor, rate: float = 1.0, mask: Tensor | None = None) -> Tensor:  # (B, L, H)
+        """``mask`` (B, L, 1), optional: the layer's input is multiplied by it (zero on padding), so the
+        convolution reads no padded position; the residual path is left as it is."""
+        u = self.norm(x) if self.prenorm else x
+        if mask is not None:
+            u = u * mask
+        y = self.dropout(self.layer(u, rate=rate))
+        return x + y if self.prenorm else self.norm(x + y)
 
     def step(self, x: Tensor, state: Tensor, inplace: bool = False) -> tuple[Tensor, Tensor]:  # (B, H)
         if self.prenorm:
@@ -87,19 +91,23 @@ class SequenceModel(nn.Module):
     forward: (B, L) token ids (vocab_size set) or (B, L, d_input) floats -> (B, d_output), or (B, L, d_output)
     with pool='none'. ``layer`` holds SSMLayer keyword arguments (mode, d_state, init, bidirectional, ...).
     ``pad_id`` (token inputs only): pooling leaves out the right padding (:func:`pool_sequence`); the layers still
-    run over the whole padded sequence.
+    run over the whole padded sequence, unless ``mask_padding``: then every SSM layer's input is zeroed on the
+    padding first, as the authors' code does (its S4 layer multiplies its input by the sequence mask; the papers
+    are silent), so the bidirectional kernels' backward half reads no padding.
     """
 
     def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
                  layer: dict[str, Any] | None = None, norm: str = "layer", prenorm: bool = True,
                  dropout: float = 0.0, pool: str = "mean", vocab_size: int | None = None,
-                 pad_id: int | None = None):
+                 pad_id: int | None = None, mask_padding: bool = False):
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"pool={pool!r} not allowed; choose one of: {', '.join(POOLS)}")
         if pad_id is not None and not vocab_size:
             raise ValueError("pad_id is for token inputs: give vocab_size too")
-        self.pad_id = pad_id
+        if mask_padding and pad_id is None:
+            raise ValueError("mask_padding needs pad_id (token inputs with right padding)")
+        self.pad_id, self.mask_padding = pad_id, mask_padding
         layer_kwargs = {"dropout": dropout, **(layer or {})}
         self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(
@@ -112,11 +120,12 @@ class SequenceModel(nn.Module):
 
     def features(self, x: Tensor, rate: float = 1.0) -> Tensor:
         """-> pooled features (B, H), or (B, L, H) with pool='none'."""
-        valid = valid_positions(x, self.pad_id) if self.pool != "none" else None  # (B, L) or None
+        valid = valid_positions(x, self.pad_id) if self.pool != "none" or self.mask_padding else None  # (B, L)
         h = self.encoder(x)  # (B, L, H)
+        mask = valid.unsqueeze(-1).to(h.dtype) if self.mask_padding else None  # (B, L, 1)
         for block in self.blocks:
-            h = block(h, rate=rate)
-        return pool_sequence(self.final_norm(h), self.pool, valid)
+            h = block(h, rate=rate, mask=mask)
+        return pool_sequence(self.final_norm(h), self.pool, valid if self.pool != "none" else None)
 
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
         return self.decoder(self.features(x, rate=rate))

@@ -29,12 +29,14 @@ class SSMLayer(nn.Module):
     softmax normalization; S4D Table 1). d_state is N, the size of the real state (N/2 complex modes stored).
     channels: SSM output channels per feature (mixed by the output projection). kernel_kwargs go to the kernel
     (discretization, real_transform, normalization, trainable_a, trainable_b, tie_ab, init_kwargs).
+    lr: the SSM parameters' learning rate (dt, A, B; no weight decay on them), None for the optimizer's settings, or
+    one per group as {dt: ..., A: ..., B: ...} with None for the global rate (ssm_core.kernels.params.optim_of).
     """
 
     def __init__(self, d_model: int, d_state: int = 64, mode: str = "s4d", init: str = "legs",
                  bidirectional: bool = False, channels: int = 1, activation: str = "gelu", output: str = "glu",
                  dropout: float = 0.0, transposed: bool = False, dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 lr: float | None = 1e-3, backend: str | None = None, **kernel_kwargs: Any):
+                 lr: float | dict | None = 1e-3, backend: str | None = None, **kernel_kwargs: Any):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode={mode!r} not allowed; choose one of: {', '.join(MODES)}")

@@ -9,7 +9,8 @@ decay. A layer marks such a parameter with a plain Python attribute on the ``nn.
 
 :func:`param_groups` puts every marked parameter into a group with its settings (keys a marking
 leaves out fall back to the global values); every other parameter gets the global learning rate,
-with weight decay except for 1-D parameters (biases, normalization weights), as in nanoGPT.
+with weight decay except for 1-D parameters (biases, normalization weights), as in nanoGPT, unless
+``decay_1d`` (the authors' code decays them too; the papers give one weight decay and no exceptions).
 
 A learning-rate schedule must scale every group by the same factor, so the SSM group keeps its
 ratio to the global rate (the official code does the same); see ``runners/train/schedule.py``.
@@ -40,12 +41,13 @@ def _check_optim(name: str, optim: Any) -> dict[str, float]:
     return {k: float(v) for k, v in optim.items()}
 
 
-def param_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
+def param_groups(model: nn.Module, lr: float, weight_decay: float, decay_1d: bool = False) -> list[dict]:
     """Parameter groups for ``torch.optim.AdamW`` (each group carries a ``name`` for logs).
 
     Order: "decay" (>= 2-D, global lr and weight decay), "no_decay" (1-D: biases and norm weights,
     global lr, weight decay 0), then one group per distinct ``_optim`` setting in order of first
-    appearance. Empty groups are left out; frozen parameters (requires_grad False) are skipped.
+    appearance. ``decay_1d``: the 1-D parameters go to "decay" too (the authors' code decays every parameter
+    but the marked SSM ones). Empty groups are left out; frozen parameters (requires_grad False) are skipped.
     """
     decay: list[nn.Parameter] = []
     no_decay: list[nn.Parameter] = []
@@ -57,7 +59,7 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict]
         if optim is not None:
             settings = {"lr": float(lr), "weight_decay": float(weight_decay), **_check_optim(name, optim)}
             marked.setdefault(tuple(sorted(settings.items())), []).append(p)
-        elif p.ndim < 2:
+        elif p.ndim < 2 and not decay_1d:
             no_decay.append(p)
         else:
             decay.append(p)
@@ -75,15 +77,15 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict]
 
 
 def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float,
-                    betas: tuple[float, float] = (0.9, 0.999)) -> torch.optim.Optimizer:
-    """The optimizer ``name`` ("adamw", "adam", "sgd") over :func:`param_groups`.
+                    betas: tuple[float, float] = (0.9, 0.999), decay_1d: bool = False) -> torch.optim.Optimizer:
+    """The optimizer ``name`` ("adamw", "adam", "sgd") over :func:`param_groups` (``decay_1d`` passed on).
 
     For "sgd", ``betas[0]`` is the momentum. For "adam", weight decay is the L2 penalty of
     ``torch.optim.Adam``; for "adamw" it is decoupled (the papers use AdamW).
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer {name!r} is not known; allowed: {list(OPTIMIZERS)}")
-    groups = param_groups(model, lr, weight_decay)
+    groups = param_groups(model, lr, weight_decay, decay_1d)
     if not groups:
         raise ValueError("the model has no trainable parameters")
     if name == "adamw":

@@ -140,6 +140,31 @@ def test_ssm_parameters_carry_optimizer_settings() -> None:
     assert marked == {"log_dt", "a_real", "a_imag", "p", "b"}
 
 
+@pytest.mark.parametrize("kernel", [DPLRKernel, DiagKernel])
+def test_per_group_learning_rates_as_the_authors_configurations_give_them(kernel) -> None:
+    """{dt: None, A: 0.001, B: 0.002}: dt at the global learning rate, A (and P) and B at theirs, none decayed."""
+    from ssm_core.optim import param_groups
+
+    kern = kernel(4, 8, lr={"dt": None, "A": 0.001, "B": 0.002})
+    optim = {n: getattr(p, "_optim", None) for n, p in kern.named_parameters()}
+    assert optim["log_dt"] == {"weight_decay": 0.0}
+    assert optim["a_real"] == optim["a_imag"] == {"lr": 0.001, "weight_decay": 0.0}
+    assert optim["b"] == {"lr": 0.002, "weight_decay": 0.0} and optim["c"] is None
+    if kernel is DPLRKernel:
+        assert optim["p"] == {"lr": 0.001, "weight_decay": 0.0}
+    groups = param_groups(kern, lr=0.01, weight_decay=0.05)
+    dt_group = next(g for g in groups if any(p is kern.log_dt for p in g["params"]))
+    assert (dt_group["lr"], dt_group["weight_decay"]) == (0.01, 0.0)
+
+
+@pytest.mark.parametrize("lr", [0.0, -1e-3, True, "0.001", {"dt": 0.001, "A": 0.001}, {"dt": 0.0, "A": 1e-3, "B": 1e-3},
+                                {"dt": None, "A": 1e-3, "B": 1e-3, "C": 1e-3}])
+def test_bad_learning_rates_are_refused_with_the_allowed_forms(lr) -> None:
+    for kernel in (DPLRKernel, DiagKernel):
+        with pytest.raises(ValueError, match=r"lr=.* is not allowed; expected a learning rate > 0 .* keys dt, A, B"):
+            kernel(4, 8, lr=lr)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(discretization="euler"), "discretization"),
     (dict(real_transform="softplus"), "real_transform"),

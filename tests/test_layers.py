@@ -209,3 +209,25 @@ def test_causal_models_pooled_over_valid_tokens_ignore_how_much_padding_follows(
             assert not torch.allclose(model(short), model(long))
     with pytest.raises(ValueError, match="pad_id is for token inputs"):
         SequenceModel(3, 5, pad_id=0)
+
+
+@pytest.mark.parametrize("prenorm", [True, False])
+def test_bidirectional_model_with_mask_padding_ignores_how_much_padding_follows(prenorm):
+    """A bidirectional layer's backward half reads the positions after each token: with mask_padding the layers'
+    inputs are zero there, so the pooled features do not depend on the padded length (eval mode: BatchNorm uses its
+    running statistics); without it, the padding leaks in."""
+    torch.manual_seed(0)
+    tokens = [[3, 5, 7, 2], [4, 4, 9, 11, 6, 2], [8, 2]]
+    short, long = _padded(tokens, 8), _padded(tokens, 21)
+    kwargs = dict(d_model=8, n_layers=2, vocab_size=12, norm="batch", prenorm=prenorm, pool="mean", pad_id=0,
+                  layer=dict(mode="s4d", d_state=8, bidirectional=True))
+    masked = SequenceModel(0, 5, mask_padding=True, **kwargs).double().eval()
+    plain = SequenceModel(0, 5, **kwargs).double().eval()
+    plain.load_state_dict(masked.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(masked(short), masked(long))
+        assert not torch.allclose(plain(short), plain(long))
+        unpadded = torch.tensor([tokens[1]])  # no padding at all: masking changes nothing
+        torch.testing.assert_close(masked(unpadded), plain(unpadded))
+    with pytest.raises(ValueError, match="mask_padding needs pad_id"):
+        SequenceModel(0, 5, vocab_size=12, mask_padding=True)

@@ -158,6 +158,39 @@ def test_param_groups_marked_parameters_get_their_own_group():
     assert by_name["decay"] == pytest.approx(0.01 * f) and by_name[ssm[0]["name"]] == pytest.approx(0.001 * f)
 
 
+def test_weight_decay_on_1d_parameters_as_the_authors_code_applies_it():
+    model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6))
+    ssm_dt = nn.Parameter(torch.randn(3))
+    ssm_dt._optim = {"weight_decay": 0.0}  # marked SSM parameters keep their own settings
+    model.register_parameter("log_dt", ssm_dt)
+    groups = {g["name"]: g for g in param_groups(model, lr=0.01, weight_decay=0.05, decay_1d=True)}
+    assert "no_decay" not in groups
+    assert {id(p) for p in groups["decay"]["params"]} == {id(p) for n, p in model.named_parameters() if n != "log_dt"}
+    marked = [g for g in groups.values() if any(p is ssm_dt for p in g["params"])]
+    assert len(marked) == 1 and (marked[0]["lr"], marked[0]["weight_decay"]) == (0.01, 0.0)
+    opt = build_optimizer(model, "adamw", 0.01, 0.05, decay_1d=True)
+    assert sum(len(g["params"]) for g in opt.param_groups if g["weight_decay"] == 0.05) == 4
+    with pytest.raises(ValueError, match="weight_decay_1d"):
+        TrainConfig(lr=0.01, epochs=1, batch_size=8, weight_decay_1d="yes")
+
+
+def test_checkpoint_from_before_a_config_field_resumes_at_its_default(tmp_path):
+    """A checkpoint whose config lacks a field added later reads as that field's default: the run resumes with
+    the default and is refused (naming the field) with another value."""
+    task = majority_task()
+    cfg = dict(lr=0.05, batch_size=32, scheduler="constant", weight_decay=0.05)
+    make = lambda: PoolClassifier()  # noqa: E731
+    train(make, task, TrainConfig(**cfg, epochs=1), tmp_path / "r", CPU, progress=False)
+    path = tmp_path / "r" / "checkpoint.pt"
+    ck = torch.load(path, weights_only=True)
+    del ck["config"]["weight_decay_1d"]  # as written before the field existed
+    ckpt_io.save_atomic(ck, path)
+    resumed = train(make, task, TrainConfig(**cfg, epochs=2), tmp_path / "r", CPU, progress=False)
+    assert len(resumed.history) == 2
+    with pytest.raises(CheckpointMismatch, match=r"config.weight_decay_1d: checkpoint False, now True"):
+        train(make, task, TrainConfig(**cfg, epochs=3, weight_decay_1d=True), tmp_path / "r", CPU, progress=False)
+
+
 def test_build_optimizer_names_and_bad_markings():
     model = nn.Linear(3, 3)
     assert isinstance(build_optimizer(model, "adam", 0.1, 0.0, (0.9, 0.999)), torch.optim.Adam)

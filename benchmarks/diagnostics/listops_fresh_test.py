@@ -199,7 +199,7 @@ def cell_model(cell: CellSetup, task: TaskData, ckpt: dict, cfg: TrainConfig, ch
     try:  # the check the training loop makes before it resumes a checkpoint
         ckpt_io.check_compatible(ckpt, checkpoint, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
                                  model_config={"arch": arch, **kwargs}, task=_task_signature(task),
-                                 shapes=ckpt_io.model_shapes(model),
+                                 shapes=ckpt_io.model_shapes(model), config_defaults=TrainConfig.field_defaults(),
                                  advice="Pass the --spec / --tier / --row of the cell that trained it.")
     except ckpt_io.CheckpointMismatch as exc:
         raise UsageError(f"CHECKPOINT was not written by row {cell.row!r} of {cell.label}: {exc}") from None

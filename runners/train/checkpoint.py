@@ -70,11 +70,12 @@ def model_shapes(model: nn.Module) -> dict[str, list[int]]:
 
 def check_compatible(ckpt: dict[str, Any], path: Path, *, config: dict[str, Any], resumable: tuple[str, ...],
                      model_config: dict[str, Any] | None, task: dict[str, Any],
-                     shapes: dict[str, list[int]],
+                     shapes: dict[str, list[int]], config_defaults: dict[str, Any] | None = None,
                      advice: str = "Use another run directory or delete the checkpoint to start over.") -> None:
-    """Raise CheckpointMismatch naming every field where the checkpoint and this run differ."""
+    """Raise CheckpointMismatch naming every field where the checkpoint and this run differ. A config field the
+    checkpoint lacks (written before the field existed) reads as its default in ``config_defaults``."""
     problems: list[str] = []
-    saved = ckpt["config"]
+    saved = {**{k: v for k, v in (config_defaults or {}).items() if k in config}, **ckpt["config"]}
     for key in sorted(set(saved) | set(config)):
         if key in resumable and not (key == "epochs" and config.get("scheduler") == "cosine"):
             continue

@@ -47,6 +47,9 @@ class TrainConfig:
     batch_size: int
     optimizer: str = "adamw"
     weight_decay: float = 0.0
+    # weight decay also on 1-D parameters (biases, norm weights), as the authors' code applies it to every parameter
+    # but the SSM's own; default: none on them (ssm_core.optim.param_groups)
+    weight_decay_1d: bool = False
     betas: tuple[float, float] = (0.9, 0.999)
     scheduler: str = "cosine"
     warmup_epochs: float = 0  # linear warmup length, in epochs (fractions allowed); any scheduler
@@ -77,6 +80,8 @@ class TrainConfig:
             raise _err("lr", self.lr, "a number > 0")
         if not _is_num(self.weight_decay) or self.weight_decay < 0:
             raise _err("weight_decay", self.weight_decay, "a number >= 0")
+        if not isinstance(self.weight_decay_1d, bool):
+            raise _err("weight_decay_1d", self.weight_decay_1d, "true or false")
         if (not isinstance(self.betas, tuple) or len(self.betas) != 2
                 or not all(_is_num(b) and 0 <= b < 1 for b in self.betas)):
             raise _err("betas", self.betas, "two numbers in [0, 1)")
@@ -139,6 +144,12 @@ class TrainConfig:
             return cls(**data)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+
+    @staticmethod
+    def field_defaults() -> dict[str, Any]:
+        """Each field's default: a checkpoint written before a field existed was trained with it."""
+        return {f.name: f.default for f in dataclasses.fields(TrainConfig)
+                if f.default is not dataclasses.MISSING}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able / ``weights_only``-loadable dict (tuples as lists)."""

@@ -128,7 +128,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     if rank > 0:  # different dropout masks per process
         _seed_everything(cfg.seed + 1_000_003 * rank)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas)
+    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas,
+                                decay_1d=cfg.weight_decay_1d)
     LRSchedule.init_groups(optimizer)
     schedule = LRSchedule(cfg, steps_per_epoch, monitor)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
@@ -147,7 +148,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     if ckpt_path.exists():
         ckpt = ckpt_io.load(ckpt_path)
         ckpt_io.check_compatible(ckpt, ckpt_path, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
-                                 model_config=model_config, task=task_sig, shapes=ckpt_io.model_shapes(model))
+                                 model_config=model_config, task=task_sig, shapes=ckpt_io.model_shapes(model),
+                                 config_defaults=TrainConfig.field_defaults())
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         schedule.load_state_dict(ckpt["schedule"])

@@ -20,8 +20,8 @@ from ..inits import diagonal_init
 from ..ops import log_vandermonde, resolve_backend
 from .graphs import cache_of
 from .graphs import run as run_graphed
-from .params import (DISCRETIZATIONS, REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from,
-                     real_part, register)
+from .params import (DISCRETIZATIONS, REAL_TRANSFORMS, as_complex, check_choice, check_lr, init_log_dt, optim_of,
+                     real_param_from, real_part, register)
 
 NORMALIZATIONS = ("none", "softmax")
 #: eps of DSS's reciprocal_eps(s) = conj(s) / (|s|^2 + eps) in its stable softmax (DSS Section 3)
@@ -237,9 +237,10 @@ class DiagKernel(nn.Module):
     def __init__(self, d_model: int, d_state: int = 64, channels: int = 1, init: str = "legs",
                  discretization: str = "bilinear", real_transform: str = "exp", normalization: str = "none",
                  trainable_a: bool = True, trainable_b: bool = True, tie_ab: bool = False, dt_min: float = 1e-3,
-                 dt_max: float = 1e-1, lr: float | None = 1e-3, init_kwargs: dict | None = None,
+                 dt_max: float = 1e-1, lr: float | dict | None = 1e-3, init_kwargs: dict | None = None,
                  backend: str | None = None):
         super().__init__()
+        check_lr(lr)
         self.h, self.n, self.channels = d_model, d_state, channels
         self.discretization = check_choice("discretization", discretization, DISCRETIZATIONS)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
@@ -253,13 +254,13 @@ class DiagKernel(nn.Module):
         lam_t = torch.as_tensor(lam).expand(n_ssm, -1).clone()  # (n_ssm, N/2)
         b_t = torch.as_tensor(b).expand(n_ssm, -1).clone()  # (n_ssm, N/2)
         c = torch.randn(channels, d_model, d_state // 2, 2, dtype=torch.float64) * (0.5 ** 0.5)  # unit variance
-        register(self, "log_dt", init_log_dt(d_model, dt_min, dt_max), True, lr)
+        register(self, "log_dt", init_log_dt(d_model, dt_min, dt_max), True, optim_of(lr, "dt"))
         if self.real_transform != "none" and (lam_t.real >= 0).any():
             raise ValueError(f"init {init!r} has eigenvalues with Re >= 0, which real_transform="
                              f"{real_transform!r} cannot represent; use real_transform='none'")
-        register(self, "a_real", real_param_from(lam_t.real, self.real_transform), trainable_a, lr)
-        register(self, "a_imag", lam_t.imag.clone(), trainable_a, lr)
-        register(self, "b", b_t, trainable_b, lr)
+        register(self, "a_real", real_param_from(lam_t.real, self.real_transform), trainable_a, optim_of(lr, "A"))
+        register(self, "a_imag", lam_t.imag.clone(), trainable_a, optim_of(lr, "A"))
+        register(self, "b", b_t, trainable_b, optim_of(lr, "B"))
         register(self, "c", as_complex(c), True, None)
         self._step: tuple[Tensor, Tensor, Tensor] | None = None
         self.float()

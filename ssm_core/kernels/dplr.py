@@ -24,7 +24,8 @@ from ..hippo import B_CLIP, MEASURES, clip_imag, dplr
 from ..ops import cauchy, resolve_backend
 from .graphs import cache_of
 from .graphs import run as run_graphed
-from .params import REAL_TRANSFORMS, as_complex, check_choice, init_log_dt, real_param_from, real_part, register
+from .params import (REAL_TRANSFORMS, as_complex, check_choice, check_lr, init_log_dt, optim_of, real_param_from,
+                     real_part, register)
 
 
 #: mixed inits: measures given to consecutive equal shares of the n_ssm copies (S4D Tables 3b and 4, row
@@ -66,10 +67,11 @@ class DPLRKernel(nn.Module):
 
     def __init__(self, d_model: int, d_state: int = 64, channels: int = 1, init: str = "legs",
                  real_transform: str = "exp", trainable_a: bool = True, trainable_b: bool = True,
-                 tie_ab: bool = False, dt_min: float = 1e-3, dt_max: float = 1e-1, lr: float | None = 1e-3,
+                 tie_ab: bool = False, dt_min: float = 1e-3, dt_max: float = 1e-1, lr: float | dict | None = 1e-3,
                  l_max: int | None = None, backend: str | None = None, b_clip: float | None = B_CLIP):
         super().__init__()
         check_choice("init", init, INITS)
+        check_lr(lr)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
         self.h, self.n, self.channels, self.backend = d_model, d_state, channels, backend
         n_ssm = 1 if tie_ab else d_model
@@ -78,11 +80,11 @@ class DPLRKernel(nn.Module):
             # LegT / FouT normal parts have Re(Lambda) = 0: keep a tiny negative real part representable by exp/relu
             lam = torch.complex(lam.real.clamp(max=-1e-4), lam.imag)
         c = torch.randn(channels, d_model, d_state // 2, 2, dtype=torch.float64) * (0.5 ** 0.5)
-        register(self, "log_dt", init_log_dt(d_model, dt_min, dt_max), True, lr)
-        register(self, "a_real", real_param_from(lam.real, self.real_transform), trainable_a, lr)
-        register(self, "a_imag", lam.imag.clone(), trainable_a, lr)
-        register(self, "p", p, trainable_a, lr)
-        register(self, "b", b, trainable_b, lr)
+        register(self, "log_dt", init_log_dt(d_model, dt_min, dt_max), True, optim_of(lr, "dt"))
+        register(self, "a_real", real_param_from(lam.real, self.real_transform), trainable_a, optim_of(lr, "A"))
+        register(self, "a_imag", lam.imag.clone(), trainable_a, optim_of(lr, "A"))
+        register(self, "p", p, trainable_a, optim_of(lr, "A"))
+        register(self, "b", b, trainable_b, optim_of(lr, "B"))
         register(self, "c", as_complex(c), True, None)  # C~ for length l_kernel
         self.register_buffer("l_kernel", torch.tensor(l_max or 0))
         self._l_kernel: int | None = None
