@@ -121,6 +121,74 @@ def overrides_lines(result: dict) -> list[str]:
     return lines
 
 
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{'a.b[0].c': leaf} of nested mappings and lists (an empty one is a leaf)."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(value, list) and value:
+        for i, v in enumerate(value):
+            out.update(_flatten(v, f"{prefix[:-1]}[{i}]."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def config_drift(spec: Spec, tier: str, result: dict) -> list[str]:
+    """The settings of ``tier`` whose value in the configuration a results file recorded differs from the spec's
+    configuration now (the file's data variant and ``--set`` overrides applied to both), as "`key` (then X, now Y)".
+    For a training table only the tasks and rows the file measured count. [] when nothing changed."""
+    import dataclasses
+    import json
+
+    from .overrides import apply_overrides
+    from .run import tier_config
+
+    def plain(x: Any) -> Any:  # tuples as lists, as the results file holds them
+        return json.loads(json.dumps(x, default=str))
+
+    try:
+        now_spec = apply_overrides(spec, tier, result.get("overrides") or [])
+        now = _flatten(plain(dataclasses.asdict(tier_config(now_spec, tier, result.get("data") or "release"))))
+    except Exception as exc:  # noqa: BLE001 - e.g. an override the spec no longer has: said, not hidden
+        return [f"(not comparable with the spec now: {' '.join(str(exc).split())[:200]})"]
+    then = _flatten(plain(result.get("config") or {}))
+    cells = [tuple(c) for c in result.get("selected_cells") or []] or [
+        (c.get("row"), c.get("column")) for c in result.get("cells") or []]
+    rows, columns = {r for r, _ in cells}, {c for _, c in cells}
+
+    def measured(key: str) -> bool:
+        part = key.split(".")
+        if part[0] == "tasks" and len(part) > 1:
+            return any(c == part[1] or str(c).startswith(part[1] + " ") for c in columns)
+        if part[0] == "models" and len(part) > 1:
+            return part[1] in rows
+        return True
+
+    def shown(v: Any) -> str:
+        if v is _UNSET:
+            return "not set"
+        return fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)[:60]
+
+    return [f"`{k}` (then {shown(then.get(k, _UNSET))}, now {shown(now.get(k, _UNSET))})"
+            for k in sorted(set(then) | set(now))
+            if measured(k) and then.get(k, _UNSET) != now.get(k, _UNSET)]
+
+
+_UNSET = object()
+
+
+def drift_lines(spec: Spec, tier: str, result: dict, limit: int = 8) -> list[str]:
+    """A report line naming what changed in the spec since the results file was written (none when nothing did)."""
+    changed = config_drift(spec, tier, result)
+    if not changed:
+        return []
+    more = f"; and {len(changed) - limit} more" if len(changed) > limit else ""
+    return [f"**Configuration changed since this run:** {'; '.join(changed[:limit])}{more}. Its verdicts are for the "
+            f"configuration the results file recorded.", ""]
+
+
 def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]:
     """The spec's plots from the newest results file of the tier that has series; a malformed one is one line."""
     path, result = next(((p, r) for p, r in loaded if r.get("series")), loaded[0])
@@ -178,11 +246,12 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
                       "names its file):", ""]
             for i in used:
                 lines += [f"{i + 1}. `{files[i][0]}`: measured on {_env_line(files[i][1])}."]
-                lines += [f"   {line}" for line in overrides_lines(files[i][1]) if line]
+                lines += [f"   {line}" for line in overrides_lines(files[i][1]) + drift_lines(spec, tier, files[i][1])
+                          if line]
             lines += [""]
         else:
             lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
-                      *overrides_lines(files[used[0]][1])]
+                      *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
         problems = [p for i in used for p in files[i][1].get("problems", [])]
         lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])

@@ -464,3 +464,32 @@ def test_a_malformed_series_is_one_line_in_the_report(project: Path, capsys, ser
     assert main(["report"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot draw plot 'learning_curves'" in err[0] and "20260101T000000_smoke.json" in err[0]
+
+
+# ---- a results file whose spec changed since it was written says so in the report
+
+
+def test_report_names_the_settings_changed_since_a_results_file_was_written():
+    import copy
+    import dataclasses
+
+    from runners.report import config_drift, drift_lines
+    from runners.run import tier_config
+    from runners.spec import find_spec, load_spec
+
+    spec = load_spec(find_spec("s4d-table-5"))
+    now = json.loads(json.dumps(dataclasses.asdict(tier_config(spec, "full", "suite")), default=str))
+    result = {"data": "suite", "overrides": [], "config": copy.deepcopy(now),
+              "selected_cells": [["S4D-Inv (suite data)", "ListOps"]]}
+    assert config_drift(spec, "full", result) == [] and drift_lines(spec, "full", result) == []
+    then = result["config"]["tasks"]
+    del then["ListOps"]["model"]["ssm"]["mask_padding"]  # written before the setting existed
+    then["ListOps"]["train"]["weight_decay"] = 0.01
+    then["Pathfinder"]["train"]["lr"] = 0.5  # a task the file did not measure: not its concern
+    assert config_drift(spec, "full", result) == [
+        "`tasks.ListOps.model.ssm.mask_padding` (then not set, now true)",
+        "`tasks.ListOps.train.weight_decay` (then 0.01, now 0.05)"]
+    assert drift_lines(spec, "full", result)[0].startswith("**Configuration changed since this run:** `tasks.ListOps")
+    # an override the spec no longer takes is said, not hidden
+    stale = {**result, "overrides": ["tasks.ListOps.train.nonesuch=1"]}
+    assert config_drift(spec, "full", stale)[0].startswith("(not comparable with the spec now: ")
