@@ -7,6 +7,7 @@ caching allocator does, inside the real training loop.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,23 @@ def test_data_of_an_older_generator_version_is_refused(tmp_path, monkeypatch):
         table.prepare_data("Pathfinder", task, run)
     assert table.data_version(task) == "pathfinder v2"
     assert table.data_version({"prepare": {"preparer": "listops"}}) is None
+
+
+def test_the_authors_lra_settings_run_end_to_end_and_are_recorded(tmp_path, monkeypatch):
+    """Per-group SSM learning rates, padding-masked SSM inputs and weight decay on 1-D parameters (the LRA full
+    tier's settings) through the whole pipeline on a smoke cell: they train, and the results file records them."""
+    import runners.run
+    from runners.__main__ import main
+
+    monkeypatch.setattr(runners.run, "RUNS_DIR", tmp_path / "runs")
+    sets = ["+model_defaults.ssm.mask_padding=true", "+model_defaults.ssm.layer.lr={dt: null, A: 0.001, B: 0.001}",
+            "+train.weight_decay_1d=true"]
+    argv = ["run", "s4-table-4", "--tier", "smoke", "--cells", "S4 (suite data)/Text", "--no-progress",
+            "--output", str(tmp_path / "results")]
+    assert main([*argv, *[w for s in sets for w in ("--set", s)]]) == 0
+    (path,) = (tmp_path / "results" / "s4-table-4").glob("*_smoke.json")
+    result = json.loads(path.read_text())
+    assert result["config"]["model_defaults"]["ssm"]["mask_padding"] is True
+    assert result["config"]["model_defaults"]["ssm"]["layer"]["lr"] == {"dt": None, "A": 0.001, "B": 0.001}
+    assert result["config"]["train"]["weight_decay_1d"] is True
+    assert [c["value"] for c in result["cells"] if c["row"] == "S4 (suite data)"]  # the cell was measured
