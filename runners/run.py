@@ -40,12 +40,22 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def physical_device_key(device: torch.device) -> str:
+    """A name of the card behind ``device`` that is the same in every process: CUDA numbers the cards each process
+    sees (``CUDA_VISIBLE_DEVICES``), so two processes given different cards both call theirs cuda:0; the card's
+    UUID tells them apart. The CPU is one device."""
+    if device.type != "cuda":
+        return device.type
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda-{torch.cuda.get_device_properties(index).uuid}"
+
+
 def run_lock(kind: str, work_dir: Path, device: torch.device) -> contextlib.AbstractContextManager:
     """The lock a run holds: a benchmark one per device (a concurrent run would distort its timings), an analytic
     one per spec and tier; training locks each cell and each prepared dataset itself (runners/train/table.py), so
     that several processes can share a table's cells."""
     if kind == "benchmark":
-        return exclusive(RUNS_DIR / f".benchmark-{device.type}{device.index or 0}.lock", f"benchmarks on {device}")
+        return exclusive(RUNS_DIR / f".benchmark-{physical_device_key(device)}.lock", f"benchmarks on {device}")
     if kind == "analytic":
         return exclusive(work_dir.parent / f".{work_dir.name}.lock", f"{work_dir}")
     return contextlib.nullcontext()

@@ -85,6 +85,28 @@ def test_analytic_and_benchmark_runs_are_locked(tmp_path: Path, monkeypatch: pyt
     assert queue.get(timeout=5) == "acquired"
 
 
+def test_benchmark_lock_is_per_physical_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes given different cards (CUDA_VISIBLE_DEVICES) both see cuda:0: their benchmark locks must
+    differ, or the second waits for the first although their timings cannot disturb each other; one card seen
+    by two processes is one lock."""
+    import types
+
+    import torch
+
+    from runners import run as run_mod
+
+    uuids = {"first": "GPU-aaaa", "second": "GPU-bbbb"}
+    seen = {"card": "first"}
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(uuid=uuids[seen["card"]]))
+    first = run_mod.physical_device_key(torch.device("cuda", 0))
+    seen["card"] = "second"
+    second = run_mod.physical_device_key(torch.device("cuda", 0))
+    again = run_mod.physical_device_key(torch.device("cuda", 0))
+    assert first != second and second == again
+    assert run_mod.physical_device_key(torch.device("cpu")) == "cpu"
+
+
 # --------------------------------------------------------------------------------------------------------------
 # a tiny training table in a project of its own
 def _expected_cell(row: str, column: str) -> dict:
