@@ -21,7 +21,8 @@ tables/bench-layers.md, with the official FFTConv's H200 numbers and the targets
 ``--official PATH`` (``make bench-layers OFFICIAL_S4=PATH``) builds the official extension from the user's checkout
 of state-spaces/s4, imports its FFTConv (runners/benchmark/official_ext.py) and times it beside our layer (output
 'none', the same computation) in the same process on the same inputs, in interleaved rounds (section "Side by side
-with the official extension (same process)").
+with the official extension (same process)"), then, on a GPU, each side's whole forward+backward captured in one
+CUDA graph and replayed (its second table; ``--no-graph-pass`` skips it).
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
 from ssm_core.kernels.graphs import cache_of, enabled as graphs_enabled  # noqa: E402
 from runners.benchmark import official  # noqa: E402
-from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
+from runners.benchmark.common import bench_ms, graphed_step, host_seconds, kernel_graphs_off, peak_mib  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
 
 D_STATE = 64
@@ -217,6 +218,70 @@ def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module],
     return rows
 
 
+def side_by_side_graph_pass(rows: list[dict[str, Any]], make_official: Callable[[str, int, int], torch.nn.Module],
+                            device: torch.device, capture: Callable[..., Callable[[], None]] = graphed_step,
+                            rounds: int = SIDE_BY_SIDE_ROUNDS) -> None:
+    """Adds to each row of :func:`side_by_side_rows` the times of each side's whole forward+backward captured in
+    one CUDA graph (``capture``: PyTorch's whole-network capture after a warm-up, as S4 Table 3's ``step_graph``;
+    our kernel generation runs inside the capture) and replayed, in interleaved rounds: what is left when the host
+    no longer issues the ops one by one. Row keys ``ours_graph_ms``, ``official_graph_ms`` (medians),
+    ``graph_times``, ``graph_ratio`` (ours / official, both replayed) and ``graph_vs_eager_ratio`` (ours replayed /
+    the official run as it ships, eagerly); a side whose capture fails gets ``<side>_graph_error``. Run after the
+    eager rows: a failed capture can leave the device unusable for what follows."""
+    import statistics
+
+    for row in rows:
+        if "error" in row:
+            continue
+        try:
+            layers = {"ours": make_layer(row["mode"], row["H"], "triton", "none", True, device),
+                      "official": make_official(row["mode"], row["H"], row["L"]).to(device)}
+            torch.manual_seed(1)
+            x = torch.randn(row["B"], row["H"], row["L"], device=device, requires_grad=True)  # (B, H, L)
+            g = torch.randn(row["B"], row["H"], row["L"], device=device)
+            fwd = {"ours": lambda: layers["ours"](x), "official": lambda: layers["official"](x)[0]}
+            grads = {k: [x, *[p for p in layer.parameters() if p.requires_grad]] for k, layer in layers.items()}
+
+            def step_of(side: str) -> Callable[[], None]:
+                def step() -> None:  # the gradients are made inside the captured step (the graph's own memory)
+                    for t in grads[side]:
+                        t.grad = None
+                    fwd[side]().backward(g)
+                return step
+
+            replays: dict[str, Callable[[], None]] = {}
+            with kernel_graphs_off():  # graphs do not nest: the kernel generation is captured with the rest
+                for side in ("ours", "official"):
+                    try:
+                        replays[side] = capture(step_of(side), device)
+                    except Exception as exc:
+                        row[f"{side}_graph_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                        traceback.print_exc()
+                        break  # a failed capture may leave the stream unusable: no second capture after it
+            times: dict[str, list[float]] = {side: [] for side in replays}
+            for r in range(rounds):
+                for side in (("ours", "official") if r % 2 == 0 else ("official", "ours")):
+                    if side in replays:
+                        times[side].append(round(bench_ms(replays[side], device), 4))
+            row["graph_times"] = times
+            for side, ms in times.items():
+                row[f"{side}_graph_ms"] = round(statistics.median(ms), 4)
+            if "ours_graph_ms" in row:
+                row["graph_vs_eager_ratio"] = row["ours_graph_ms"] / row["official_ms"]
+                if "official_graph_ms" in row:
+                    row["graph_ratio"] = row["ours_graph_ms"] / row["official_graph_ms"]
+            del layers, replays, x, g
+        except Exception as exc:
+            row["ours_graph_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            traceback.print_exc()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        print(f"{row['mode']:4s} graphed side by side H={row['H']:4d} B={row['B']:3d} L={row['L']:6d}: "
+              f"ours {row.get('ours_graph_ms', row.get('ours_graph_error'))} ms, official "
+              f"{row.get('official_graph_ms', row.get('official_graph_error'))} ms "
+              f"(rounds: {row.get('graph_times')})", flush=True)
+
+
 def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
     """The section "Side by side with the official extension (same process)" (empty list without one)."""
     from tabulate import tabulate
@@ -243,6 +308,29 @@ def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
     lines.append(tabulate(table, headers=["layer", "H", "B", "L", "ours ms", "official ms", "ours / official",
                                           "ours MiB", "official MiB", "met", "error"], tablefmt="github",
                           disable_numparse=True))
+    graphed = [r for r in rows if any(k in r for k in ("ours_graph_ms", "ours_graph_error", "official_graph_error"))]
+    if graphed:
+        lines += ["", f"Each side's whole forward+backward captured in one CUDA graph after a warm-up and replayed "
+                  f"(PyTorch's whole-network capture, as S4 Table 3's `step_graph`; our kernel generation inside the "
+                  f"capture): medians of {graphed[0]['rounds']} interleaved rounds. The host no longer issues the ops "
+                  f"one by one, so this compares the GPU work. `met`: ours / official, both replayed, <= "
+                  f"{official.SIDE_BY_SIDE_LAYER_TARGET}; the last ratio is ours replayed against the official as it "
+                  f"ships (eager, the table above).", ""]
+        table = []
+        for r in graphed:
+            ours_ms, off_ms = r.get("ours_graph_ms"), r.get("official_graph_ms")
+            ratio = r.get("graph_ratio")
+            vs_eager = r.get("graph_vs_eager_ratio")
+            error = "; ".join(f"{side}: {r[f'{side}_graph_error'][:70]}" for side in ("ours", "official")
+                              if f"{side}_graph_error" in r)
+            table.append([r["mode"].upper(), r["H"], r["B"], r["L"],
+                          "X" if ours_ms is None else f"{ours_ms:.3f}", "X" if off_ms is None else f"{off_ms:.3f}",
+                          "X" if ratio is None else f"{ratio:.2f}", "X" if vs_eager is None else f"{vs_eager:.2f}",
+                          "-" if ratio is None else ("yes" if ratio <= official.SIDE_BY_SIDE_LAYER_TARGET else "no"),
+                          error])
+        lines.append(tabulate(table, headers=["layer", "H", "B", "L", "ours graph ms", "official graph ms",
+                                              "ours / official (both graphs)", "ours graph / official eager", "met",
+                                              "error"], tablefmt="github", disable_numparse=True))
     return lines + [""]
 
 
@@ -447,6 +535,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     parser.add_argument("--official", type=Path, default=None, metavar="S4_CHECKOUT",
                         help="also time the official FFTConv of this checkout of state-spaces/s4, with its CUDA "
                              "extension built from it, side by side in this process (needs CUDA, nvcc and ninja)")
+    parser.add_argument("--no-graph-pass", action="store_true",
+                        help="with --official: skip the second pass that replays each side's whole forward+backward "
+                             "from one CUDA graph")
     parser.add_argument("--render", type=Path, default=None, metavar="RESULTS_JSON",
                         help="only rewrite the table (--tables-dir, default tables/) from an existing results file")
     args = parser.parse_args(argv)
@@ -496,10 +587,14 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
 
         record["official"] = {"checkout": str(args.official.resolve()), "commit": checkout_commit(args.official)}
         shapes = [KEY] if args.key_only else (QUICK_SHAPES if args.quick else SHAPES)
-        record["side_by_side"] = side_by_side_rows(
-            lambda mode, h, length: official_fftconv(official_module, mode, h, length, D_STATE), device, shapes)
+        make_official = lambda mode, h, length: official_fftconv(official_module, mode, h, length, D_STATE)  # noqa: E731
+        record["side_by_side"] = side_by_side_rows(make_official, device, shapes)
         write_json_atomic(path, record)
         write_text_atomic(table_path, markdown_table(record))
+        if device.type == "cuda" and not args.no_graph_pass:
+            side_by_side_graph_pass(record["side_by_side"], make_official, device)
+            write_json_atomic(path, record)
+            write_text_atomic(table_path, markdown_table(record))
     specs = plan(args.quick)
     if args.key_only:
         specs = [s for s in specs if (s["h"], s["b"], s["length"]) == KEY]

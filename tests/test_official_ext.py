@@ -154,6 +154,43 @@ def test_layer_side_by_side_rows_and_table():
     assert cells[2][4] == "X" and "OutOfMemoryError" in cells[2][10]
 
 
+def test_layer_side_by_side_graph_pass_and_its_table():
+    """The graph pass's bookkeeping on the CPU, with a stand-in capture (warm-up, then the step itself as its
+    'replay'): both sides timed in interleaved rounds, the two ratios, a failed capture recorded and tabled."""
+    bench = _bench_layers()
+    bench.make_layer = lambda mode, h, backend, output, transposed, device: TupleLayer(mode, h).layer
+    make_official = lambda mode, h, length: TupleLayer(mode, h)  # noqa: E731
+    rows = bench.side_by_side_rows(make_official, torch.device("cpu"), [(8, 2, 32)], rounds=2)
+    captured = []
+
+    def capture(step, device):
+        step()  # the warm-up: the step must run as it is (gradients made inside)
+        captured.append(device)
+        return step
+
+    bench.side_by_side_graph_pass(rows, make_official, torch.device("cpu"), capture=capture, rounds=3)
+    assert len(captured) == 4  # two sides, two rows
+    for r in rows:
+        assert len(r["graph_times"]["ours"]) == len(r["graph_times"]["official"]) == 3
+        assert r["graph_ratio"] == pytest.approx(r["ours_graph_ms"] / r["official_graph_ms"])
+        assert r["graph_vs_eager_ratio"] == pytest.approx(r["ours_graph_ms"] / r["official_ms"])
+
+    def failing(step, device):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    failed = bench.side_by_side_rows(make_official, torch.device("cpu"), [(8, 2, 32)], rounds=1)[:1]
+    bench.side_by_side_graph_pass(failed, make_official, torch.device("cpu"), capture=failing, rounds=1)
+    assert "not permitted" in failed[0]["ours_graph_error"] and "official_graph_error" not in failed[0]
+    text = "\n".join(bench.side_by_side_markdown({"side_by_side": rows + failed, "official": {"checkout": "/x"}}))
+    graph_section = text.split("whole forward+backward captured in one CUDA graph", 1)[1]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in graph_section.splitlines()
+             if line.startswith("| S4")]
+    assert len(cells) == 3
+    assert cells[0][6] == f"{rows[0]['graph_ratio']:.2f}" and cells[0][7] == f"{rows[0]['graph_vs_eager_ratio']:.2f}"
+    assert cells[0][8] == ("yes" if rows[0]["graph_ratio"] <= 0.5 else "no")
+    assert cells[2][4] == "X" and cells[2][8] == "-" and "not permitted" in cells[2][9]
+
+
 def test_layer_side_by_side_records_a_failing_official_layer():
     bench = _bench_layers()
 
