@@ -168,6 +168,20 @@ def _layer_row(mode: str, backend: str, output: str, h: int, b: int, length: int
 SIDE_BY_SIDE_ROUNDS = 7
 
 
+def side_by_side_inputs(make_official: Callable[[str, int, int], torch.nn.Module], mode: str, h: int, b: int,
+                        length: int, device: torch.device) -> tuple[dict, torch.Tensor, torch.Tensor, dict, dict]:
+    """Both layers, the shared input x (B, H, L) and output gradient g, each side's forward (its output (B, H, L))
+    and the tensors whose .grad each side's backward fills."""
+    layers = {"ours": make_layer(mode, h, "triton", "none", True, device),
+              "official": make_official(mode, h, length).to(device)}
+    torch.manual_seed(1)
+    x = torch.randn(b, h, length, device=device, requires_grad=True)  # (B, H, L)
+    g = torch.randn(b, h, length, device=device)
+    fwd = {"ours": lambda: layers["ours"](x), "official": lambda: layers["official"](x)[0]}
+    grads = {k: [x, *[p for p in layer.parameters() if p.requires_grad]] for k, layer in layers.items()}
+    return layers, x, g, fwd, grads
+
+
 def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module], device: torch.device,
                       shapes: list[tuple[int, int, int]], rounds: int = SIDE_BY_SIDE_ROUNDS) -> list[dict[str, Any]]:
     """Our layer (Triton backend, output 'none', (B, H, L)) and ``make_official(mode, H, L)`` (the official FFTConv,
@@ -180,14 +194,8 @@ def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module],
         for h, b, length in shapes:
             row: dict[str, Any] = {"mode": mode, "H": h, "B": b, "L": length, "rounds": rounds}
             try:
-                layers = {"ours": make_layer(mode, h, "triton", "none", True, device),
-                          "official": make_official(mode, h, length).to(device)}
-                torch.manual_seed(1)
-                x = torch.randn(b, h, length, device=device, requires_grad=True)  # (B, H, L)
-                g = torch.randn(b, h, length, device=device)
-                fwd = {"ours": lambda: layers["ours"](x), "official": lambda: layers["official"](x)[0]}
+                layers, x, g, fwd, grads = side_by_side_inputs(make_official, mode, h, b, length, device)
                 steps = {k: (lambda f=f: f().backward(g)) for k, f in fwd.items()}
-                grads = {k: [x, *[p for p in layer.parameters() if p.requires_grad]] for k, layer in layers.items()}
                 ms: dict[str, list[float]] = {"ours": [], "official": []}
                 peak: dict[str, Any] = {}
                 for r in range(rounds):
@@ -234,13 +242,8 @@ def side_by_side_graph_pass(rows: list[dict[str, Any]], make_official: Callable[
         if "error" in row:
             continue
         try:
-            layers = {"ours": make_layer(row["mode"], row["H"], "triton", "none", True, device),
-                      "official": make_official(row["mode"], row["H"], row["L"]).to(device)}
-            torch.manual_seed(1)
-            x = torch.randn(row["B"], row["H"], row["L"], device=device, requires_grad=True)  # (B, H, L)
-            g = torch.randn(row["B"], row["H"], row["L"], device=device)
-            fwd = {"ours": lambda: layers["ours"](x), "official": lambda: layers["official"](x)[0]}
-            grads = {k: [x, *[p for p in layer.parameters() if p.requires_grad]] for k, layer in layers.items()}
+            layers, x, g, fwd, grads = side_by_side_inputs(make_official, row["mode"], row["H"], row["B"], row["L"],
+                                                           device)
 
             def step_of(side: str) -> Callable[[], None]:
                 def step() -> None:  # the gradients are made inside the captured step (the graph's own memory)

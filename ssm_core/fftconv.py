@@ -181,6 +181,7 @@ class _FFTConv(torch.autograd.Function):
             grad_u = torch.empty(u_shape, dtype=u_dtype, device=x.device) if u_stride is None else \
                 torch.empty_strided(u_shape, u_stride, dtype=u_dtype, device=x.device)  # same layout as u
             passes.unpack(x.unsqueeze(1), grad_u.unsqueeze(1))
+            del x  # before the kernel's gradient spectrum is transformed: one (B2, H, n) spectrum less at the peak
         if need_k or need_d:
             grad_full = torch.fft.ifft(s).real  # (C, H, n): gradient of the kernel k + d delta_0
             grad_k = grad_full[..., :lk] if need_k else None
