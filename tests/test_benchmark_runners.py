@@ -215,6 +215,24 @@ def test_generation_state_sizes() -> None:
     assert isinstance(generation._Generator("Transformer", cfg, s, cpu).model, TransformerModel)
 
 
+def test_generation_state_traffic_by_hand() -> None:
+    """Per token: the Transformer reads its cache half full on average, a recurrent model reads and writes its
+    state; the bound speed-up is the ratio of those bytes; a model that did not run is left out."""
+    got = {"Transformer": {"state_kb": 24576.0, "batch": 640, "seconds": 10.0, "throughput": 64.0},
+           "S4": {"state_kb": 256.0, "batch": 8192, "seconds": 2.0, "throughput": 4096.0},
+           "Linear Transformer": {"state_kb": 260.0, "batch": 0, "seconds": None, "throughput": "X"}}
+    t = generation.state_traffic(got, length=3072)
+    assert set(t) == {"Transformer", "S4"}
+    assert t["Transformer"]["traffic_kb_per_token"] == 12288.0 and t["S4"]["traffic_kb_per_token"] == 512.0
+    assert t["S4"]["bound_speedup"] == 24.0 and "bound_speedup" not in t["Transformer"]
+    # 640 x 3072 tokens in 10 s, 12,288 KiB each
+    assert t["Transformer"]["state_gbs"] == pytest.approx(640 * 3072 / 10.0 * 12288 * 1024 / 1e9)
+    assert t["S4"]["state_gbs"] == pytest.approx(8192 * 3072 / 2.0 * 512 * 1024 / 1e9)
+    note = generation.state_traffic_note("Table 7", t)
+    assert note.startswith("Table 7: state moved per generated token") and "S4 24.0x" in note
+    assert "no model ran" in generation.state_traffic_note("Table 7", {})
+
+
 def _generation_setup(step_graph: bool = False):
     s = generation.parse_setting({"name": "T", "unit": "tokens", "length": 12, "vocab_size": 10, "d_model": 8,
                                   "n_layers": 2, "n_heads": 2, "ffn_dim": 16, "memory_limit_gib": None,

@@ -333,6 +333,45 @@ def _measure(name: str, cfg: GenerationConfig, s: GenerationSetting, ctx: RunCon
     return out
 
 
+def state_traffic(got: dict[str, dict[str, Any]], length: int) -> dict[str, dict[str, float]]:
+    """What bounds each model's step: the bytes of state it moves per generated token and the rate it moved them.
+
+    Per token a recurrent model (S4, S4D, the Linear Transformer) reads and writes its whole state (2 x its state
+    bytes); the Transformer reads its key/value cache, on average half full over a generated sequence (half its
+    full-context state bytes). ``bound_speedup``: a recurrent model's speed-up over the Transformer if both moved
+    their state at the same bandwidth (the Transformer's traffic / the model's); ``state_gbs``: the rate each one
+    moved its state in the run (tokens/s x bytes per token). Models that did not run (throughput 'X') are left out.
+    """
+    out: dict[str, dict[str, float]] = {}
+    ref = got.get(REFERENCE)
+    for name, m in got.items():
+        if m.get("throughput") == "X" or not m.get("seconds"):
+            continue
+        per_token = m["state_kb"] * 1024 * (0.5 if name == REFERENCE else 2.0)  # bytes moved per generated token
+        tokens_per_s = m["batch"] * length / m["seconds"]
+        out[name] = {"traffic_kb_per_token": per_token / 1024, "state_gbs": tokens_per_s * per_token / 1e9}
+        if name != REFERENCE and ref is not None:
+            out[name]["bound_speedup"] = ref["state_kb"] * 0.5 / (m["state_kb"] * 2.0)
+    return out
+
+
+def _rate(gbs: float) -> str:
+    return f"{gbs:,.0f}" if gbs >= 10 else f"{gbs:.3g}"
+
+
+def state_traffic_note(setting: str, traffic: dict[str, dict[str, float]]) -> str:
+    """The note that reads :func:`state_traffic` for one setting."""
+    if not traffic:
+        return f"{setting}: state traffic not computed (no model ran)"
+    moved = ", ".join(f"{name} {t['traffic_kb_per_token']:,.0f} KB per token at {_rate(t['state_gbs'])} GB/s"
+                      for name, t in traffic.items())
+    bounds = ", ".join(f"{name} {t['bound_speedup']:.1f}x" for name, t in traffic.items() if "bound_speedup" in t)
+    return (f"{setting}: state moved per generated token (a recurrent model reads and writes its state; the "
+            f"Transformer reads its cache, half full on average) and the rate it was moved: {moved}. The speed-up "
+            f"over the Transformer if every model moved its state at the same bandwidth: "
+            f"{bounds or 'no recurrent model ran'}")
+
+
 def generation_cells(cfg: GenerationConfig) -> set[tuple[str, str]]:
     return {(m, col) for s in cfg.parsed_settings for m in cfg.models
             for col in (s.throughput_column, s.speedup_column, s.state_column)}
@@ -369,8 +408,11 @@ def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
                 cells.append(Cell(name, s.state_column, m["state_kb"], "KB",
                                   f"bytes of one sequence's state after {s.length} tokens / 1024 (S4 Section 4.3: "
                                   f"constant per step for recurrent models, growing with the context for attention)"))
-            series[s.name] = {name: {k: v for k, v in m.items() if k != "note"} for name, m in got.items()}
+            traffic = state_traffic(got, s.length)
+            series[s.name] = {name: {**{k: v for k, v in m.items() if k != "note"}, **traffic.get(name, {})}
+                              for name, m in got.items()}
             ctx.cell_finished(s.name, cells)
             notes.append(f"{s.name}: " + ", ".join(
                 f"{name} batch {m['batch']} ({m['params']:,} params)" for name, m in got.items()))
+            notes.append(state_traffic_note(s.name, traffic))
     return RunOutput(cells=cells, series=series, notes=notes)
