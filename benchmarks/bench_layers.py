@@ -234,11 +234,13 @@ def side_by_side_graph_pass(rows: list[dict[str, Any]], make_official: Callable[
     our kernel generation runs inside the capture) and replayed, in interleaved rounds: what is left when the host
     no longer issues the ops one by one. Row keys ``ours_graph_ms``, ``official_graph_ms`` (medians),
     ``graph_times``, ``graph_ratio`` (ours / official, both replayed) and ``graph_vs_eager_ratio`` (ours replayed /
-    the official run as it ships, eagerly); a side whose capture fails gets ``<side>_graph_error``. Run after the
-    eager rows: a failed capture can leave the device unusable for what follows."""
+    the official run as it ships, eagerly); a side whose capture fails gets ``<side>_graph_error`` and is not
+    captured again in later rows. Run after the eager rows: a failed capture can leave the device unusable for what
+    follows."""
     import statistics
 
-    for row in rows:
+    failed: dict[str, str] = {}  # side -> the row whose capture failed: not tried again (each try can poison the
+    for row in rows:             # device for what follows)
         if "error" in row:
             continue
         try:
@@ -255,10 +257,14 @@ def side_by_side_graph_pass(rows: list[dict[str, Any]], make_official: Callable[
             replays: dict[str, Callable[[], None]] = {}
             with kernel_graphs_off():  # graphs do not nest: the kernel generation is captured with the rest
                 for side in ("ours", "official"):
+                    if side in failed:
+                        row[f"{side}_graph_error"] = f"not tried: its capture failed at {failed[side]}"
+                        continue
                     try:
                         replays[side] = capture(step_of(side), device)
                     except Exception as exc:
                         row[f"{side}_graph_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                        failed[side] = f"{row['mode'].upper()} H={row['H']} B={row['B']} L={row['L']}"
                         traceback.print_exc()
                         break  # a failed capture may leave the stream unusable: no second capture after it
             times: dict[str, list[float]] = {side: [] for side in replays}

@@ -178,9 +178,12 @@ def test_layer_side_by_side_graph_pass_and_its_table():
     def failing(step, device):
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    failed = bench.side_by_side_rows(make_official, torch.device("cpu"), [(8, 2, 32)], rounds=1)[:1]
+    failed = bench.side_by_side_rows(make_official, torch.device("cpu"), [(8, 2, 32)], rounds=1)
     bench.side_by_side_graph_pass(failed, make_official, torch.device("cpu"), capture=failing, rounds=1)
     assert "not permitted" in failed[0]["ours_graph_error"] and "official_graph_error" not in failed[0]
+    # after a failed capture that side is not tried again (the S4D row)
+    assert failed[1]["ours_graph_error"] == "not tried: its capture failed at S4 H=8 B=2 L=32"
+    failed = failed[:1]
     text = "\n".join(bench.side_by_side_markdown({"side_by_side": rows + failed, "official": {"checkout": "/x"}}))
     graph_section = text.split("whole forward+backward captured in one CUDA graph", 1)[1]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in graph_section.splitlines()
