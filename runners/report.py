@@ -189,18 +189,43 @@ def drift_lines(spec: Spec, tier: str, result: dict, limit: int = 8) -> list[str
             f"configuration the results file recorded.", ""]
 
 
+#: plots with one series per cell ("<row> / <task>"): drawn from every results file that judges a cell of the tier,
+#: each series from the newest file that has it (the file that judges its cell); other plots read the newest file
+PER_CELL_SERIES_PLOTS = frozenset({"learning_curves"})
+
+
+def per_cell_series(loaded: list[tuple[Path, dict]]) -> tuple[dict, list[Path]]:
+    """The newest results file with series, its series joined by those of the older files (``loaded`` is newest
+    first) for cells it lacks; and the files the joined series came from."""
+    newest = next(r for _, r in loaded if r.get("series"))
+    merged: dict[str, Any] = {}
+    sources: list[Path] = []
+    for path, result in loaded:
+        added = [k for k in (result.get("series") or {}) if k not in merged]
+        for key in added:
+            merged[key] = result["series"][key]
+        if added:
+            sources.append(path)
+    return {**newest, "series": merged}, sources
+
+
 def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]:
-    """The spec's plots from the newest results file of the tier that has series; a malformed one is one line."""
+    """The spec's plots from the tier's results files that have series; a malformed one is one line."""
     path, result = next(((p, r) for p, r in loaded if r.get("series")), loaded[0])
     lines = []
     for name in spec.plots:
         png = out_dir / f"{spec.id}_{name}.png"
+        data, sources = per_cell_series(loaded) if name in PER_CELL_SERIES_PLOTS and result.get("series") \
+            else (result, [path])
         try:
-            PLOTS[name](result, png, expected)
+            PLOTS[name](data, png, expected)
         except PLOT_ERRORS as exc:
-            raise ResultsError(f"{path}: cannot draw plot {name!r} from its series ({type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())[:200]})") from None
+            raise ResultsError(f"{', '.join(map(str, sources))}: cannot draw plot {name!r} from its series "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
         lines += [f"![{name} ({tier} tier)]({png.name})", ""]
+        if len(sources) > 1:
+            lines += [f"The curves come from {len(sources)} results files (each cell's from the file that judges "
+                      f"it): {', '.join(f'`{p.name}`' for p in sources)}.", ""]
     return lines
 
 

@@ -466,6 +466,34 @@ def test_a_malformed_series_is_one_line_in_the_report(project: Path, capsys, ser
     assert len(err) == 1 and "cannot draw plot 'learning_curves'" in err[0] and "20260101T000000_smoke.json" in err[0]
 
 
+def test_learning_curves_join_every_results_file_that_judges_a_cell(project: Path, monkeypatch) -> None:
+    """A tier judged by two results files (each run selected one cell): the learning curves draw each cell's series
+    from the file that judges it, and the report names both files; a series the newer file re-measured is drawn
+    from the newer file only."""
+    from runners import report as report_mod
+
+    path = project / "reproductions" / "toy.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["plots"] = ["learning_curves"]
+    path.write_text(yaml.safe_dump(spec))
+
+    def series(val: float) -> dict:
+        return {"history": [{"epoch": 1, "train_loss": 1.0, "val_metric": val}]}
+
+    write_result(project, {"c": 1.0}, stamp="20260101T000000", selected_cells=[["r", "c"]],
+                 series={"r / c": series(10.0), "r / d": series(11.0)})
+    write_result(project, {"d": 2.0}, stamp="20260102T000000", selected_cells=[["r", "d"]],
+                 series={"r / d": series(12.0)})
+    drawn: list[dict] = []
+    monkeypatch.setitem(report_mod.PLOTS, "learning_curves", lambda result, png, expected: drawn.append(result))
+    assert main(["report"]) == 0
+    (result,) = drawn
+    assert {k: v["history"][0]["val_metric"] for k, v in result["series"].items()} == {"r / c": 10.0, "r / d": 12.0}
+    text = (project / "tables" / "toy.md").read_text()
+    assert "The curves come from 2 results files" in text
+    assert "`20260102T000000_smoke.json`, `20260101T000000_smoke.json`" in text
+
+
 # ---- a results file whose spec changed since it was written says so in the report
 
 
