@@ -14,6 +14,7 @@ from . import textfmt
 from .compare import (CellVerdict, ResultsError, compare, context_count, counts_text, judge_tier, load_tier_results,
                       sanity_summary, summary)
 from .expected import expected_path, load_expected
+from .glance import glance_lines
 from .plots import PLOTS
 from .results import write_text_atomic
 from .run import command_for
@@ -239,7 +240,10 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
     lines = [f"# {spec.table}: {spec.title}", ""]
-    for tier in reversed(TIERS):  # what each run tier shows and does not show, before anything else
+    top = next((t for t in reversed(TIERS) if loaded[t]), None)  # the most faithful tier that has run
+    if top is not None:
+        lines += glance_lines(top, loaded[top], judge_tier(expected, [doc for _, doc in loaded[top]], top))
+    for tier in reversed(TIERS):  # what each run tier shows and does not show
         if spec.shown.get(tier) and loaded[tier]:
             lines += [f"**What the {tier} tier shows:** {spec.shown[tier].strip()}", ""]
     lines += [f"Paper: {PAPER_NAMES[spec.paper]}. Source of the expected values: {expected['source']}. "

@@ -521,3 +521,28 @@ def test_report_names_the_settings_changed_since_a_results_file_was_written():
     # an override the spec no longer takes is said, not hidden
     stale = {**result, "overrides": ["tasks.ListOps.train.nonesuch=1"]}
     assert config_drift(spec, "full", stale)[0].startswith("(not comparable with the spec now: ")
+
+
+# ---- the report's first lines: what was measured, on which data, schedule and card
+
+
+def test_report_opens_with_what_each_column_measured_on_which_data_schedule_and_card(project: Path) -> None:
+    """Two results files judge the tier: the report's first bullets give each column's verdicts with ours beside
+    the check and the paper's value, the data (suite-made), the epochs of a trained cell and every card a resumed
+    cell trained on; the older file's column names its own card; a cell no file measured is counted as not run."""
+    write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}), cell("e", 3.0, {"tolerance": {"abs": 0.1}}),
+                             cell("g", 5.0, {"tolerance": {"abs": 0.1}})])
+    history = [{"epoch": 1, "train_loss": 1.0, "val_metric": 1.0}]
+    write_result(project, {"e": 2.0}, stamp="20260101T000000", selected_cells=[["r", "e"]],
+                 environment={"device_name": "Card B"})
+    write_result(project, {"c": 1.05}, stamp="20260102T000000", selected_cells=[["r", "c"]], data="suite",
+                 environment={"device_name": "Card B"}, config={"tasks": {"c": {"train": {"epochs": 40}}}},
+                 series={"r / c": {"history": history, "segments": [{"device": "Card A", "from_global_step": 0},
+                                                                    {"device": "Card B", "from_global_step": 9}]}})
+    report_all(project / "tables")
+    text = (project / "tables" / "toy.md").read_text()
+    head = text[:text.index("Paper:")]
+    assert head.index("At a glance (smoke tier)") < head.index("- c, data made by the suite")
+    assert "- c, data made by the suite, 40 epochs, Card A then Card B: PASS 1 of 1: r 1.05 PASS (1 ± 0.1; paper 1)" in head
+    assert "- e, Card B: FAIL 1 of 1: r 2 FAIL (3 ± 0.1; paper 3)" in head
+    assert "- not run at this tier: 1 claim (reasons in the details)." in head

@@ -125,8 +125,10 @@ def test_report_says_first_what_each_run_tier_shows(project: Path) -> None:
     report_all(project / "tables")
     lines = [line for line in (project / "tables" / "toy.md").read_text().splitlines() if line]
     assert lines[0].startswith("# Table 0: toy")
-    assert lines[1] == "**What the smoke tier shows:** Shown: the toy runs. Not shown: anything else."
-    assert "The claim." not in lines[2]  # the full tier has no results: its text is not printed
+    assert lines[1].startswith("**At a glance (smoke tier):**")  # the measured claims, then what the tier shows
+    shown = lines.index("**What the smoke tier shows:** Shown: the toy runs. Not shown: anything else.")
+    assert all(line.startswith("- ") for line in lines[2:shown]) and lines[shown + 1].startswith("Paper:")
+    assert "The claim." not in "\n".join(lines)  # the full tier has no results: its text is not printed
 
 
 def test_cuda_tier_without_gpu_is_not_runnable(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
