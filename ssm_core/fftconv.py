@@ -13,6 +13,10 @@ One implementation, arranged to make few passes over memory (the convolution is 
   convolution is the circular correlation) come from one pass over G = FFT(packed grad) and W = FFT(packed u);
   the imaginary cross terms of the packed rows cancel in the real part.
 
+A single row (B = 1) has no partner to pack: it takes real-to-complex transforms instead, whose spectra hold
+n/2 + 1 bins, half a packed one's, and keeps for the backward only the input, the kernel's half spectrum and the
+real pre-activation; its few elementwise ops are torch's whichever ``impl`` is chosen.
+
 The padding is n = 2L: enough for the linear (causal) convolution of an L-long input with a kernel of up
 to L taps, and exactly the circle on which a 2L-long bidirectional kernel (:func:`bidirectional_kernel`) puts
 its negative lags. The passes around the FFTs run as Triton kernels on CUDA (:mod:`ssm_core.fftconv_triton`)
@@ -71,6 +75,15 @@ def _act_grad_torch(z: Tensor, activation: str) -> Tensor:
     if activation == "tanh":
         return 1 - torch.tanh(z) ** 2
     return torch.ones_like(z)
+
+
+def _act_backward_torch(grad: Tensor, z: Tensor, activation: str) -> Tensor:
+    """grad * act'(z), one fused op where torch has one (gelu, silu)."""
+    if activation == "gelu":
+        return torch.ops.aten.gelu_backward(grad, z)
+    if activation == "silu":
+        return torch.ops.aten.silu_backward(grad, z)
+    return grad * _act_grad_torch(z, activation)
 
 
 def _unpack_rows(y: Tensor, bsz: int, length: int) -> Tensor:
@@ -189,13 +202,75 @@ class _FFTConv(torch.autograd.Function):
         return grad_u, grad_k, grad_d, None, None, None, None
 
 
+class _FFTConvOneRow(torch.autograd.Function):
+    """The same convolution for a single row (B = 1) with real-to-complex FFTs (S4 Section 3.4: the kernel's and
+    the input's spectra multiplied, one inverse transform): z = irfft(rfft(u) (rfft(k) + d))[:L], out = act(z)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str,
+                w: Tensor | None) -> Tensor:
+        _, h, length = u.shape
+        channels, lk = k.shape[0], k.shape[-1]
+        n = 2 * length
+        kf = torch.fft.rfft(k, n=n)  # (C, H, n/2 + 1)
+        if d is not None:  # D u is the convolution with D delta_0, whose spectrum is the constant D
+            kf.add_(d[..., None])
+        if w is None:
+            w = torch.fft.rfft(u, n=n)  # (1, H, n/2 + 1)
+        z = torch.fft.irfft(w.unsqueeze(1) * kf, n=n)[..., :length]  # (1, C, H, L): u * k + D u
+        del w
+        if layout == "bchl":
+            out = u.new_empty(1, channels, h, length)
+        else:  # (1, L, C, H) in memory, returned as a (1, C, H, L) view
+            out = u.new_empty(1, length, channels, h).permute(0, 2, 3, 1)
+        out.copy_(_act_torch(z, activation))
+        if any(ctx.needs_input_grad[:3]):
+            # the input (alive in the caller anyway; its spectrum is recomputed in backward), the kernel's half
+            # spectrum, and the real pre-activation where the activation's derivative needs it
+            ctx.save_for_backward(u, kf, None if activation == "identity" else z.contiguous())
+            ctx.meta = (activation, lk, n)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        u, kf, z = ctx.saved_tensors
+        activation, lk, n = ctx.meta
+        need_u, need_k, need_d = ctx.needs_input_grad[:3]
+        g = grad_out if z is None else _act_backward_torch(grad_out, z, activation)  # (1, C, H, L): dL/dz
+        gf = torch.fft.rfft(g, n=n)  # (1, C, H, n/2 + 1)
+        del g
+        grad_u = grad_k = grad_d = None
+        if need_k or need_d:  # circular correlation of dL/dz with u: a product of Hermitian spectra
+            s = (gf * torch.fft.rfft(u, n=n).unsqueeze(1).conj()).sum(0)  # (C, H, n/2 + 1)
+            grad_full = torch.fft.irfft(s, n=n)  # (C, H, n): gradient of the kernel k + d delta_0
+            del s
+            grad_k = grad_full[..., :lk] if need_k else None
+            grad_d = grad_full[..., 0] if need_d else None
+        if need_u:  # circular correlation of dL/dz with k, summed over the channels
+            x = torch.fft.irfft((gf * kf.conj()).sum(1), n=n)  # (1, H, n)
+            dense = u.is_contiguous() or u.transpose(-1, -2).is_contiguous()
+            grad_u = torch.empty_strided(u.shape, u.stride(), dtype=u.dtype, device=u.device) if dense \
+                else torch.empty_like(u, memory_format=torch.contiguous_format)  # same layout as u
+            grad_u.copy_(x[..., : u.shape[-1]])
+        return grad_u, grad_k, grad_d, None, None, None
+
+
+def _spectrum_shape(u: Tensor) -> tuple[int, int, int]:
+    """The shape of :func:`input_spectrum` (u): (B2, H, 2L) packed rows, or (1, H, L + 1) for a single row."""
+    bsz, h, length = u.shape
+    return (1, h, length + 1) if bsz == 1 else ((bsz + 1) // 2, h, 2 * length)
+
+
 def input_spectrum(u: Tensor, impl: str | None = None) -> Tensor:
     """The FFT of the input that :func:`fft_conv` needs, without autograd: pass it as ``u_spectrum`` to start the
     transform early (e.g. before computing the kernel, so the GPU works while the host issues the kernel's ops)."""
     if u.dim() != 3:
         raise ValueError(f"input_spectrum: u must be (B, H, L), got shape {tuple(u.shape)}")
+    impl = resolve_impl(impl, u.device)
     with torch.no_grad():
-        return _input_spectrum(_as_real_float(u), _passes(resolve_impl(impl, u.device)))
+        u = _as_real_float(u)
+        return torch.fft.rfft(u, n=2 * u.shape[-1]) if u.shape[0] == 1 else _input_spectrum(u, _passes(impl))
 
 
 def _as_real_float(t: Tensor, dtype: torch.dtype | None = None) -> Tensor:
@@ -212,7 +287,8 @@ def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "i
     negative lag j - 2L); d: (C, H) or None. activation: one of FUSED_ACTIVATIONS. Returns (B, C, H, L); with
     layout 'blch' its memory is (B, L, C, H) contiguous (what a position-wise linear layer wants), with 'bchl'
     (B, C, H, L) contiguous. Half-precision inputs are computed in float32 (returns float32). u_spectrum: the
-    result of :func:`input_spectrum` for this u (optional; computed here if not given).
+    result of :func:`input_spectrum` for this u (optional; computed here if not given). A single row (B = 1)
+    takes real-to-complex FFTs and torch's elementwise ops for either ``impl`` (half the spectra's memory).
     """
     if u.dim() != 3:
         raise ValueError(f"fft_conv: u must be (B, H, L), got shape {tuple(u.shape)}")
@@ -233,9 +309,10 @@ def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "i
     d = None if d is None else d.to(u.dtype)
     impl = resolve_impl(impl, u.device)
     if u_spectrum is not None and (u_spectrum.dtype != _complex_dtype(u.dtype) or
-                                   u_spectrum.shape != ((u.shape[0] + 1) // 2, u.shape[1], 2 * length)):
-        raise ValueError(f"fft_conv: u_spectrum must be input_spectrum(u), of shape "
-                         f"{((u.shape[0] + 1) // 2, u.shape[1], 2 * length)} and dtype {_complex_dtype(u.dtype)}, "
-                         f"got {tuple(u_spectrum.shape)} {u_spectrum.dtype}")
+                                   u_spectrum.shape != _spectrum_shape(u)):
+        raise ValueError(f"fft_conv: u_spectrum must be input_spectrum(u), of shape {_spectrum_shape(u)} and dtype "
+                         f"{_complex_dtype(u.dtype)}, got {tuple(u_spectrum.shape)} {u_spectrum.dtype}")
     with torch.autocast(u.device.type, enabled=False):
+        if u.shape[0] == 1:
+            return _FFTConvOneRow.apply(u, k, d, activation, layout, u_spectrum)
         return _FFTConv.apply(u, k, d, activation, layout, impl, u_spectrum)

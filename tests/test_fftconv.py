@@ -2,7 +2,7 @@
 
 Forward and all gradients (u, k, D) for both implementations of the passes around the FFTs: 'torch', and
 'triton' (under TRITON_INTERPRET=1 on a machine without CUDA, compiled with CUDA). Fresh random inputs per
-run; odd batch (an unpaired row in the complex packing), odd length, H not a multiple of the tile, several
+run; odd batch (an unpaired row in the complex packing), a single row (the real-to-complex path), odd length, H not a multiple of the tile, several
 channels, short / causal / bidirectional kernels, both input and output layouts, every fused activation.
 """
 from __future__ import annotations
@@ -155,6 +155,43 @@ def test_layer_equals_unfused_reference(gen, mode, output, activation, transpose
         assert _rel(a, b) < 1e-9
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("activation, channels, lk, transposed_input, layout", [
+    ("identity", 2, 80, False, "blch"),  # bidirectional (2L) kernel: nothing saved for an activation
+    ("silu", 3, 13, True, "bchl"),  # short causal kernel, transposed input
+    ("gelu", 1, 40, False, "bchl"),  # the S4 Table 2 layer's case
+])
+def test_one_row_real_fft_path(gen, impl, activation, channels, lk, transposed_input, layout) -> None:
+    """B = 1 takes the real-to-complex path: forward and every gradient against the float64 direct convolution,
+    in float64 and float32, whichever impl is asked for."""
+    for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
+        _check(gen, impl, activation, bsz=1, h=9, length=40, channels=channels, lk=lk,
+               transposed_input=transposed_input, layout=layout, dtype=dtype, device=DEVICE, tol=tol)
+
+
+def test_one_row_keeps_half_spectra_for_the_backward(gen) -> None:
+    """At B = 1 the backward keeps the input, the kernel's real-to-complex spectrum (n/2 + 1 = L + 1 bins) and the
+    real pre-activation, nothing of the packed path's length-2L spectra; the short gradient paths agree too."""
+    h, length, channels = 6, 32, 2
+    u, k, d, g = _inputs(gen, 1, h, length, channels, length, False, torch.float64, "cpu")
+    saved: list[torch.Tensor] = []
+    leaves = [t.to(DEVICE).requires_grad_() for t in (u, k, d)]
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        out = fft_conv(*leaves, activation="gelu")
+    assert [tuple(t.shape) for t in saved if t.is_complex()] == [(channels, h, length + 1)]
+    assert sorted(tuple(t.shape) for t in saved if not t.is_complex()) == [(1, channels, h, length), (1, h, length)]
+    ref_u, ref_k = torch.autograd.grad(direct_conv(u.requires_grad_(), k.requires_grad_(), d, "gelu"), [u, k], g)
+    (gu,) = torch.autograd.grad(fft_conv(leaves[0], k.detach().to(DEVICE), d.to(DEVICE), "gelu"), [leaves[0]],
+                                g.to(DEVICE))
+    (gk,) = torch.autograd.grad(fft_conv(u.detach().to(DEVICE), leaves[1], d.to(DEVICE), "gelu"), [leaves[1]],
+                                g.to(DEVICE))
+    assert _rel(gu.cpu(), ref_u) < 1e-10 and _rel(gk.cpu(), ref_k) < 1e-10
+    assert _rel(out.detach().cpu(), direct_conv(u.detach(), k.detach(), d, "gelu")) < 1e-10
+    one = input_spectrum(leaves[0].detach())
+    assert one.shape == (1, h, length + 1)
+    assert torch.equal(fft_conv(*leaves, "gelu", u_spectrum=one), out)
+
+
 def test_fft_conv_argument_errors(monkeypatch) -> None:
     u, k = torch.randn(2, 3, 8), torch.randn(1, 3, 8)
     for kwargs, message in [(dict(activation="swish"), "activation"), (dict(layout="lbh"), "layout"),
@@ -171,6 +208,8 @@ def test_fft_conv_argument_errors(monkeypatch) -> None:
         fft_conv(u, k, torch.randn(3))
     with pytest.raises(ValueError, match="u_spectrum"):
         fft_conv(u, k, u_spectrum=input_spectrum(u[:, :2]))
+    with pytest.raises(ValueError, match=r"u_spectrum must be input_spectrum\(u\), of shape \(1, 3, 9\)"):
+        fft_conv(u[:1], k, u_spectrum=input_spectrum(u))  # one row: a half spectrum, not the packed one
     monkeypatch.setenv("SSM_FFTCONV", "fast")
     with pytest.raises(ValueError, match="SSM_FFTCONV"):
         fft_conv(u, k)
