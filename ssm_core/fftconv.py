@@ -134,6 +134,27 @@ def _passes(impl: str):
     return _TorchPasses
 
 
+def _new_output(u: Tensor, channels: int, layout: str) -> Tensor:
+    """An empty (B, C, H, L) output: contiguous for layout 'bchl', a view of (B, L, C, H) memory for 'blch'."""
+    bsz, h, length = u.shape
+    if layout == "bchl":
+        return u.new_empty(bsz, channels, h, length)
+    return u.new_empty(bsz, length, channels, h).permute(0, 2, 3, 1)
+
+
+def _dense_stride(u: Tensor) -> tuple[int, ...] | None:
+    """u's strides if its memory is (B, H, L) or (B, L, H) dense (its gradient is then made alike), else None."""
+    return u.stride() if u.is_contiguous() or u.transpose(-1, -2).is_contiguous() else None
+
+
+def _empty_like_input(shape: torch.Size, stride: tuple[int, ...] | None, dtype: torch.dtype,
+                      device: torch.device) -> Tensor:
+    """An empty gradient for the input in the input's layout (see :func:`_dense_stride`)."""
+    if stride is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+
+
 def _complex_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.complex128 if dtype == torch.float64 else torch.complex64
 
@@ -150,7 +171,7 @@ class _FFTConv(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str, impl: str,
                 w: Tensor | None) -> Tensor:
-        bsz, h, length = u.shape
+        length = u.shape[-1]
         channels, lk = k.shape[0], k.shape[-1]
         n = 2 * length
         passes = _passes(impl)
@@ -160,17 +181,13 @@ class _FFTConv(torch.autograd.Function):
         if w is None:
             w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
         y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u
-        if layout == "bchl":
-            out = u.new_empty(bsz, channels, h, length)
-        else:  # (B, L, C, H) in memory, returned as a (B, C, H, L) view
-            out = u.new_empty(bsz, length, channels, h).permute(0, 2, 3, 1)
+        out = _new_output(u, channels, layout)
         passes.unpack(y, out, activation)
         if any(ctx.needs_input_grad[:3]):
             ctx.save_for_backward(kf)
             # intermediates (not outputs) kept as attributes so that backward can free them as soon as used
             ctx.w, ctx.y = w, y
-            dense = u.is_contiguous() or u.transpose(-1, -2).is_contiguous()
-            ctx.meta = (activation, impl, lk, u.shape, u.stride() if dense else None, u.dtype)
+            ctx.meta = (activation, impl, lk, u.shape, _dense_stride(u), u.dtype)
         return out
 
     @staticmethod
@@ -191,8 +208,7 @@ class _FFTConv(torch.autograd.Function):
         if need_u:
             x = torch.fft.ifft(gu_f, norm="forward")  # (B2, H, n): packed correlation of the gradient with k
             del gf, gu_f
-            grad_u = torch.empty(u_shape, dtype=u_dtype, device=x.device) if u_stride is None else \
-                torch.empty_strided(u_shape, u_stride, dtype=u_dtype, device=x.device)  # same layout as u
+            grad_u = _empty_like_input(u_shape, u_stride, u_dtype, x.device)
             passes.unpack(x.unsqueeze(1), grad_u.unsqueeze(1))
             del x  # before the kernel's gradient spectrum is transformed: one (B2, H, n) spectrum less at the peak
         if need_k or need_d:
@@ -209,7 +225,7 @@ class _FFTConvOneRow(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str,
                 w: Tensor | None) -> Tensor:
-        _, h, length = u.shape
+        length = u.shape[-1]
         channels, lk = k.shape[0], k.shape[-1]
         n = 2 * length
         kf = torch.fft.rfft(k, n=n)  # (C, H, n/2 + 1)
@@ -219,10 +235,7 @@ class _FFTConvOneRow(torch.autograd.Function):
             w = torch.fft.rfft(u, n=n)  # (1, H, n/2 + 1)
         z = torch.fft.irfft(w.unsqueeze(1) * kf, n=n)[..., :length]  # (1, C, H, L): u * k + D u
         del w
-        if layout == "bchl":
-            out = u.new_empty(1, channels, h, length)
-        else:  # (1, L, C, H) in memory, returned as a (1, C, H, L) view
-            out = u.new_empty(1, length, channels, h).permute(0, 2, 3, 1)
+        out = _new_output(u, channels, layout)
         out.copy_(_act_torch(z, activation))
         if any(ctx.needs_input_grad[:3]):
             # the input (alive in the caller anyway; its spectrum is recomputed in backward), the kernel's half
@@ -249,9 +262,7 @@ class _FFTConvOneRow(torch.autograd.Function):
             grad_d = grad_full[..., 0] if need_d else None
         if need_u:  # circular correlation of dL/dz with k, summed over the channels
             x = torch.fft.irfft((gf * kf.conj()).sum(1), n=n)  # (1, H, n)
-            dense = u.is_contiguous() or u.transpose(-1, -2).is_contiguous()
-            grad_u = torch.empty_strided(u.shape, u.stride(), dtype=u.dtype, device=u.device) if dense \
-                else torch.empty_like(u, memory_format=torch.contiguous_format)  # same layout as u
+            grad_u = _empty_like_input(u.shape, _dense_stride(u), u.dtype, u.device)
             grad_u.copy_(x[..., : u.shape[-1]])
         return grad_u, grad_k, grad_d, None, None, None
 
