@@ -5,7 +5,8 @@ single row leaves the imaginary half empty) and the real-to-complex path that ff
 of L + 1 bins). No allocator is needed: a dispatch mode counts the storage of every tensor an operation returns
 until the last tensor on it is freed, so the numbers are the tensors' bytes (no allocator rounding, no cuFFT work
 areas) and are the same on a CPU and a GPU. The input, kernel, D and upstream gradient exist before and are not
-counted.
+counted. Each path's median time of one forward + backward (triton's do_bench on a GPU, 3 calls on a CPU) and, on
+a GPU, the allocator's peak above what was allocated before the call are printed beside it.
 
     python benchmarks/diagnostics/fftconv_live_memory.py [H ...]      (default: 128 256 512)
 """
@@ -22,6 +23,7 @@ from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, os.getcwd())
 from ssm_core import fftconv  # noqa: E402
+from runners.benchmark.common import bench_ms, peak_mib as allocator_peak_mib  # noqa: E402
 
 MIB = 2 ** 20
 
@@ -57,22 +59,32 @@ class LiveTensorBytes(TorchDispatchMode):
         return out
 
 
-def peak_mib(packed: bool, h: int, length: int, device: str) -> float:
-    """Peak MiB of tensors alive during one forward + backward of act(u * k + D u) at batch 1."""
+def one_step(packed: bool, h: int, length: int, device: str):
+    """A function running one forward + backward of act(u * k + D u) at batch 1 by the chosen path, and the
+    leaves whose gradients it makes."""
     gen = torch.Generator().manual_seed(0)
     u = torch.randn(1, length, h, generator=gen).to(device).transpose(-1, -2).requires_grad_()  # (1, H, L) view
     k = torch.randn(1, h, length, generator=gen).to(device).requires_grad_()
     d = torch.randn(1, h, generator=gen).to(device).requires_grad_()
     g = torch.randn(1, length, 1, h, generator=gen).to(device).permute(0, 2, 3, 1)  # (1, C, H, L) view
-    counter = LiveTensorBytes()
-    with counter:
+    impl = fftconv.resolve_impl(None, u.device)
+
+    def step() -> None:
         if packed:  # the packed path's autograd Function, called directly (fft_conv sends B = 1 elsewhere)
-            impl = fftconv.resolve_impl(None, u.device)
             y = fftconv._FFTConv.apply(u, k, d, "gelu", "blch", impl, None)
         else:
             y = fftconv.fft_conv(u, k, d, "gelu", layout="blch")
         y.backward(g)
-        del y
+
+    return step, [u, k, d]
+
+
+def peak_mib(packed: bool, h: int, length: int, device: str) -> float:
+    """Peak MiB of tensors alive during one forward + backward of act(u * k + D u) at batch 1."""
+    step, _ = one_step(packed, h, length, device)
+    counter = LiveTensorBytes()
+    with counter:
+        step()
     return counter.peak / MIB
 
 
@@ -86,6 +98,12 @@ def main(dims: list[int]) -> None:
         spectrum = h * 2048 * 8 / MIB  # one packed (1, H, 2L) complex64 spectrum
         print(f"H={h}: packed path {packed:.2f} MiB, real-to-complex path {one_row:.2f} MiB "
               f"({one_row / packed:.2f}x); one packed spectrum is {spectrum:.2f} MiB")
+        for name, is_packed in (("packed", True), ("real-to-complex", False)):
+            step, leaves = one_step(is_packed, h, 1024, device)
+            ms = bench_ms(step, torch.device(device), grads=leaves)
+            alloc = allocator_peak_mib(step, torch.device(device), grads=leaves, prime=True)
+            print(f"    {name}: {ms:.4f} ms per forward + backward"
+                  + (f", allocator peak {alloc:.2f} MiB above the call's start" if alloc is not None else ""))
 
 
 if __name__ == "__main__":
