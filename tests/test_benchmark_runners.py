@@ -342,3 +342,24 @@ def test_whole_step_graph_gives_the_eager_gradients_on_gpu(name: str) -> None:
     m = common.measure_training_step(vs_transformers._classifier_step(name, cfg, 256, dev, 0), dev, 2, 3,
                                      step_graph=True)
     assert m.ok and m.ms > 0 and "CUDA graph" in m.note
+
+
+def test_generation_runs_only_the_settings_whose_cells_are_selected(tmp_path: Path, monkeypatch) -> None:
+    """`run --cells` on the generation spec: a setting none of whose cells is selected is not measured at all (so a
+    long tier can be split across calls, one setting each); a selected setting measures every model (the speed-up
+    needs the Transformer of the same setting)."""
+    cfg, s = _generation_setup()
+    other = dataclasses.replace(s, name="U")
+    cfg = dataclasses.replace(cfg, settings=[dataclasses.asdict(s), dataclasses.asdict(other)])
+    measured: list[tuple[str, str]] = []
+
+    def fake_measure(name, cfg_, setting, ctx_):
+        measured.append((setting.name, name))
+        return {"params": 1, "batch": 2, "batch_limit": "x", "seconds": 1.0, "throughput": 10.0, "note": "n",
+                "state_kb": 1.0}
+
+    monkeypatch.setattr(generation, "_measure", fake_measure)
+    ctx = dataclasses.replace(_ctx(tmp_path, "s4-generation"), selected=frozenset({("S4", "Speedup (U)")}))
+    out = generation.run_generation(cfg, ctx)
+    assert measured == [("U", m) for m in cfg.models]
+    assert {c.column for c in out.cells} == {"Tokens/s (U)", "Speedup (U)", "State KB/seq (U)"}

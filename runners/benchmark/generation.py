@@ -390,6 +390,8 @@ def run_generation(cfg: GenerationConfig, ctx: RunContext) -> RunOutput:
               f"device {ctx.device}")]
     with float32_matmul(cfg.allow_tf32):
         for s in cfg.parsed_settings:
+            if not any(ctx.wants(m, [s.throughput_column, s.speedup_column, s.state_column]) for m in cfg.models):
+                continue  # no cell of this setting selected (run --cells): a setting's models run together
             ctx.cell_started(s.name, cells)
             with cuda_memory_limit(s.memory_limit_gib, ctx.device) as limit_note:
                 got = {}
