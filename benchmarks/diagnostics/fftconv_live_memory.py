@@ -4,7 +4,8 @@ single row could take: the packed complex path of batch >= 2 (two real rows per 
 single row leaves the imaginary half empty) and the real-to-complex path that fft_conv takes for B = 1 (spectra
 of L + 1 bins). No allocator is needed: a dispatch mode counts the storage of every tensor an operation returns
 until the last tensor on it is freed, so the numbers are the tensors' bytes (no allocator rounding, no cuFFT work
-areas) and are the same on a CPU and a GPU. The input, kernel, D and upstream gradient exist before and are not
+areas) and do not depend on the device for the same code path (on a GPU the packed path runs the Triton passes,
+whose intermediates differ from the torch passes a CPU runs). The input, kernel, D and upstream gradient exist before and are not
 counted. Each path's median time of one forward + backward (triton's do_bench on a GPU, 3 calls on a CPU) and, on
 a GPU, the allocator's peak above what was allocated before the call are printed beside it.
 
