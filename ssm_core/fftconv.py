@@ -231,10 +231,14 @@ class _FFTConvOneRow(torch.autograd.Function):
         kf = torch.fft.rfft(k, n=n)  # (C, H, n/2 + 1)
         if d is not None:  # D u is the convolution with D delta_0, whose spectrum is the constant D
             kf.add_(d[..., None])
-        if w is None:
-            w = torch.fft.rfft(u, n=n)  # (1, H, n/2 + 1)
-        z = torch.fft.irfft(w.unsqueeze(1) * kf, n=n)[..., :length]  # (1, C, H, L): u * k + D u
-        del w
+        if w is None and channels == 1:  # our own buffer: the product in place, one half spectrum less at the peak
+            spec = torch.fft.rfft(u, n=n).mul_(kf).unsqueeze(1)  # (1, 1, H, n/2 + 1)
+        else:
+            w = torch.fft.rfft(u, n=n) if w is None else w  # (1, H, n/2 + 1)
+            spec = w.unsqueeze(1) * kf  # (1, C, H, n/2 + 1)
+            del w
+        z = torch.fft.irfft(spec, n=n)[..., :length]  # (1, C, H, L): u * k + D u
+        del spec
         out = _new_output(u, channels, layout)
         out.copy_(_act_torch(z, activation))
         if any(ctx.needs_input_grad[:3]):
@@ -251,17 +255,27 @@ class _FFTConvOneRow(torch.autograd.Function):
         activation, lk, n = ctx.meta
         need_u, need_k, need_d = ctx.needs_input_grad[:3]
         g = grad_out if z is None else _act_backward_torch(grad_out, z, activation)  # (1, C, H, L): dL/dz
-        gf = torch.fft.rfft(g, n=n)  # (1, C, H, n/2 + 1)
+        gf = torch.fft.rfft(g, n=n)[0]  # (C, H, n/2 + 1); B = 1
         del g
+        channels = gf.shape[0]
         grad_u = grad_k = grad_d = None
+        # the products below are taken in place where the buffer is ours and its shape allows: at H = 128,
+        # L = 1024 each half spectrum is 1 MiB, and the peak of this backward is a handful of them
         if need_k or need_d:  # circular correlation of dL/dz with u: a product of Hermitian spectra
-            s = (gf * torch.fft.rfft(u, n=n).unsqueeze(1).conj()).sum(0)  # (C, H, n/2 + 1)
+            uf = torch.fft.rfft(u, n=n)  # (1, H, n/2 + 1)
+            s = uf.conj_physical_().mul_(gf) if channels == 1 else gf * uf.conj()  # (C, H, n/2 + 1)
+            del uf
             grad_full = torch.fft.irfft(s, n=n)  # (C, H, n): gradient of the kernel k + d delta_0
             del s
-            grad_k = grad_full[..., :lk] if need_k else None
-            grad_d = grad_full[..., 0] if need_d else None
+            # copies, not views: a view would keep the whole (C, H, n) buffer alive through the rest of backward
+            grad_k = (grad_full if lk == n else grad_full[..., :lk].clone()) if need_k else None
+            grad_d = grad_full[..., 0].clone() if need_d else None
+            del grad_full
         if need_u:  # circular correlation of dL/dz with k, summed over the channels
-            x = torch.fft.irfft((gf * kf.conj()).sum(1), n=n)  # (1, H, n)
+            prod = gf.mul_(kf.conj())  # (C, H, n/2 + 1): gf is not needed after this
+            del gf
+            x = torch.fft.irfft(prod.sum(0, keepdim=True) if channels > 1 else prod, n=n)  # (1, H, n)
+            del prod
             grad_u = _empty_like_input(u.shape, _dense_stride(u), u.dtype, u.device)
             grad_u.copy_(x[..., : u.shape[-1]])
         return grad_u, grad_k, grad_d, None, None, None

@@ -344,6 +344,33 @@ def test_whole_step_graph_gives_the_eager_gradients_on_gpu(name: str) -> None:
     assert m.ok and m.ms > 0 and "CUDA graph" in m.note
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_step_that_syncs_with_the_host_is_refused_before_capture_and_the_device_stays_usable() -> None:
+    dev = torch.device("cuda")
+    w = torch.randn(8, device=dev, requires_grad=True)
+    flag = torch.ones((), device=dev)
+
+    def syncing() -> None:
+        w.grad = None
+        if flag.item() > 0:  # a host read of a device value: cannot be recorded in a graph
+            (w * 2).sum().backward()
+
+    with common.kernel_graphs_off():
+        with pytest.raises(common.StepNotCapturable, match="synchronizes with the host"):
+            common.graphed_step(syncing, dev)
+        assert torch.cuda.get_sync_debug_mode() == 0
+
+        def clean() -> None:
+            w.grad = None
+            (w * torch.randn(8, device=dev)).sum().backward()  # the generator's offset advances inside the capture
+
+        replay = common.graphed_step(clean, dev)
+        replay()
+    torch.cuda.synchronize()
+    assert w.grad is not None and torch.isfinite(w.grad).all()
+
+
 def test_generation_runs_only_the_settings_whose_cells_are_selected(tmp_path: Path, monkeypatch) -> None:
     """`run --cells` on the generation spec: a setting none of whose cells is selected is not measured at all (so a
     long tier can be split across calls, one setting each); a selected setting measures every model (the speed-up

@@ -193,6 +193,33 @@ def test_layer_side_by_side_graph_pass_and_its_table():
     assert cells[0][8] == ("yes" if rows[0]["graph_ratio"] <= 0.5 else "no")
     assert cells[2][4] == "X" and cells[2][8] == "-" and "not permitted" in cells[2][9]
 
+    # an official step that synchronizes with the host is refused before its capture: ours is still replayed in
+    # every row, and judged against the official as it ships (eager)
+    from runners.benchmark.common import StepNotCapturable
+
+    def ours_only(step, device):
+        if len(calls) % 2:  # the second capture of a row is the official's
+            calls.append("official")
+            raise StepNotCapturable("the step cannot be captured in a CUDA graph: it synchronizes with the host")
+        calls.append("ours")
+        step()
+        return step
+
+    calls: list[str] = []
+    synced = bench.side_by_side_rows(make_official, torch.device("cpu"), [(8, 2, 32)], rounds=1)
+    bench.side_by_side_graph_pass(synced, make_official, torch.device("cpu"), capture=ours_only, rounds=2)
+    assert calls == ["ours", "official", "ours"]  # the official is not tried again in the S4D row
+    assert all("ours_graph_ms" in r and "graph_ratio" not in r for r in synced)
+    assert "StepNotCapturable" in synced[0]["official_graph_error"]
+    assert synced[1]["official_graph_error"].startswith("not tried")
+    text = "\n".join(bench.side_by_side_markdown({"side_by_side": synced, "official": {"checkout": "/x"}}))
+    graph_section = text.split("whole forward+backward captured in one CUDA graph", 1)[1]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in graph_section.splitlines()
+             if line.startswith("| S4")]
+    for r, c in zip(synced, cells):
+        assert c[5] == "X" and c[7] == f"{r['graph_vs_eager_ratio']:.2f}"
+        assert c[8] == ("yes" if r["graph_vs_eager_ratio"] <= 0.5 else "no") + " (vs eager)"
+
 
 def test_layer_side_by_side_records_a_failing_official_layer():
     bench = _bench_layers()

@@ -197,11 +197,17 @@ def kernel_graphs_off() -> Iterator[None]:
             os.environ[graphs.ENV_VAR] = old
 
 
+class StepNotCapturable(ValueError):
+    """The step waits for the GPU on the host (e.g. ``.item()``), which a CUDA graph capture cannot record."""
+
+
 def graphed_step(step: Callable[[], None], device: torch.device, warmup: int = 3) -> Callable[[], None]:
     """``step`` (static inputs, forward and backward) captured whole in one CUDA graph; returns its replay.
 
-    Warm-up on a side stream first (allocator, kernel selection, autotuning), then the capture (PyTorch's
-    whole-network capture). The SSM kernels' own graph replay must be off (:func:`kernel_graphs_off`)."""
+    Warm-up on a side stream first (allocator, kernel selection, autotuning); its last step runs with CUDA's sync
+    debug mode set to "error", so a step that synchronizes with the host raises :class:`StepNotCapturable` before
+    any capture starts (a failed capture can leave the process unable to use the device). Then the capture
+    (PyTorch's whole-network capture). The SSM kernels' own graph replay must be off (:func:`kernel_graphs_off`)."""
     from ssm_core.kernels import graphs
 
     if device.type != "cuda":
@@ -211,8 +217,19 @@ def graphed_step(step: Callable[[], None], device: torch.device, warmup: int = 3
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
-        for _ in range(max(warmup, 1)):
+        for _ in range(max(warmup, 1) - 1):
             step()
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            step()
+        except RuntimeError as exc:
+            if "synchroniz" not in str(exc):
+                raise
+            raise StepNotCapturable(f"the step cannot be captured in a CUDA graph: it synchronizes with the host "
+                                    f"({str(exc).splitlines()[0][:200]})") from exc
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
