@@ -18,6 +18,9 @@ from runners.benchmark.official_ext import (KERNEL_DIR, REQUIRED, OfficialExtens
                                             checkout_commit, load_official)
 from ssm_core.ops.reference import cauchy_terms, log_vandermonde_terms
 
+#: where our Triton kernels run in these tests: compiled on a GPU, else under TRITON_INTERPRET=1 (root conftest)
+KERNEL_DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -47,7 +50,7 @@ class ReferenceAsOfficial:
     def product(self, op: str, length: int):
         if op == "cauchy":
             return lambda v, w, z: cauchy_terms(v, z, w)
-        return lambda v, w, z: log_vandermonde_terms(v, w, torch.arange(length, dtype=torch.float32))
+        return lambda v, w, z: log_vandermonde_terms(v, w, torch.arange(length, dtype=torch.float32, device=v.device))
 
 
 def test_checkout_that_is_not_one_is_named_with_what_is_missing(tmp_path):
@@ -81,7 +84,7 @@ def test_command_line_stops_on_a_bad_checkout(tmp_path, capsys):
 def test_side_by_side_section_times_both_on_the_same_inputs():
     bench = _bench()
     cfg = bench.BenchConfig(batches=[2], n_halves=[4], lengths=[16, 40], quick=True)
-    rows = bench.side_by_side_section(cfg, torch.device("cpu"), ReferenceAsOfficial(), rounds=2)
+    rows = bench.side_by_side_section(cfg, KERNEL_DEVICE, ReferenceAsOfficial(), rounds=2)
     assert [(r["op"], r["length"]) for r in rows] == [("cauchy", 16), ("cauchy", 40), ("vandermonde", 16),
                                                       ("vandermonde", 40)]
     for r in rows:
@@ -250,7 +253,7 @@ def test_layer_command_line_stops_on_a_bad_checkout(tmp_path, capsys):
 
 def test_near_singular_case_measures_both_against_complex128():
     bench = _bench()
-    (row,) = bench.near_singular_section(torch.device("cpu"), ReferenceAsOfficial(), (2, 5, 37))
+    (row,) = bench.near_singular_section(KERNEL_DEVICE, ReferenceAsOfficial(), (2, 5, 37))
     for name in ("ours", "official"):
         for what in ("out", "grad_v", "grad_w"):
             assert 0 < row[f"{name}_{what}"] < 1e-5, (name, what, row)  # complex64 next to the poles, vs complex128
