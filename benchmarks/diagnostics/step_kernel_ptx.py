@@ -5,8 +5,8 @@ count: registers, spill bytes, shared memory, and the global loads / stores with
     python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py] [--warps 4,8]
 
 A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
-The blocks are the ones the module picks at batch 2048, H 256, N/2 32 (its ``_blocks``), and the warps default to
-its NUM_WARPS. --module compiles another version of the module (e.g. an older commit's file) for comparison; a
+The blocks are the ones the module picks for each kernel at batch 2048, H 256, N/2 32 (its ``_blocks``), and the
+warps default to each kernel's (its ``BLOCKS``). --module compiles another version of the module (e.g. an older commit's file) for comparison; a
 module without ``_blocks`` (the older per-row loop, BATCH rows of 32 features x 32 modes) gets fixed blocks.
 """
 from __future__ import annotations
@@ -71,14 +71,16 @@ def main() -> None:
     if not os.path.exists(ptxas):
         sys.exit(f"step_kernel_ptx.py needs the ptxas that ships with triton; not found at {ptxas}")
     module = _load(args.module)
-    if hasattr(module, "_blocks"):
-        blocks = dict(zip(("BLOCK_B", "BLOCK_H", "BLOCK_N"), module._blocks(*SIZE)))
-    else:
-        blocks = OLDER_BLOCKS
-    warp_counts = [int(w) for w in args.warps.split(",")] if args.warps else [module.NUM_WARPS]
     print(f"{args.module}, triton {triton.__version__}, target sm_90", flush=True)
-    for fn in (module._diag_step_kernel, module._dplr_step_kernel):
-        for warps in warp_counts:
+    for name, fn in (("diag", module._diag_step_kernel), ("dplr", module._dplr_step_kernel)):
+        per_kernel = hasattr(module, "BLOCKS")  # older modules: one setting for both kernels, or fixed blocks
+        if hasattr(module, "_blocks"):
+            sizes = module._blocks(*SIZE, name) if per_kernel else module._blocks(*SIZE)
+            blocks = dict(zip(("BLOCK_B", "BLOCK_H", "BLOCK_N"), sizes))
+        else:
+            blocks = OLDER_BLOCKS
+        default_warps = module.BLOCKS[name][2] if per_kernel else module.NUM_WARPS
+        for warps in ([int(w) for w in args.warps.split(",")] if args.warps else [default_warps]):
             print(_compile(fn, blocks, warps, ptxas), flush=True)
 
 

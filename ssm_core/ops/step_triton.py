@@ -21,18 +21,21 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-# Defaults: the fastest of the settings benchmarks/diagnostics/step_kernel_rate.py timed on an H200 at the generation
-# sizes (batch 2048, H 256 and 512, N/2 32: about 2.9-3.4 TB/s of state traffic for both kernels).
-FEATURE_ELEMENTS = 128  # features x padded modes whose parameters one program holds (broadcast over its batch rows)
-ELEMENTS = 2048  # complex states one program steps: batch rows x features x padded modes
-NUM_WARPS = 4  # 16 elements of each (BLOCK_B, BLOCK_H, BLOCK_N) array per thread at the defaults
+#: Block setting of each kernel: (features x padded modes whose parameters one program holds, broadcast over its
+#: batch rows; complex states one program steps: batch rows x features x padded modes; warps per program). The
+#: fastest of the settings benchmarks/diagnostics/step_kernel_rate.py timed on an H200 at the generation sizes
+#: (batch 2048 and 3584, H 256 and 512, N/2 32: about 3.0-3.4 TB/s of state traffic); the DPLR step, which holds
+#: more parameters per mode, is fastest with fewer features and warps per program.
+BLOCKS = {"diag": (128, 2048, 4), "dplr": (64, 2048, 2)}
 
 
-def _blocks(batch: int, h: int, n: int) -> tuple[int, int, int]:
-    """(batch rows, features, modes) per program, each a power of two; the modes padded to one."""
+def _blocks(batch: int, h: int, n: int, kernel: str = "diag") -> tuple[int, int, int]:
+    """(batch rows, features, modes) per program of ``kernel`` ('diag' or 'dplr'), each a power of two; the modes
+    padded to one."""
+    feature_elements, elements, _ = BLOCKS[kernel]
     block_n = triton.next_power_of_2(n)
-    block_h = min(triton.next_power_of_2(h), max(1, FEATURE_ELEMENTS // block_n))
-    block_b = min(triton.next_power_of_2(batch), max(1, ELEMENTS // (block_h * block_n)))
+    block_h = min(triton.next_power_of_2(h), max(1, feature_elements // block_n))
+    block_b = min(triton.next_power_of_2(batch), max(1, elements // (block_h * block_n)))
     return block_b, block_h, block_n
 
 
@@ -127,17 +130,19 @@ def _check(op: str, x: Tensor, u: Tensor, out: Tensor | None, params: dict[str, 
                              f"{tuple(t.shape)} on {t.device}")
 
 
-def _launch(kernel, x: Tensor, out: Tensor, u: Tensor, params: list[Tensor], channels: int,
+def _launch(name: str, x: Tensor, out: Tensor, u: Tensor, params: list[Tensor], channels: int,
             real_dtype: torch.dtype) -> Tensor:
-    """Grid: blocks of batch rows (axis 0, which may exceed 65,535 programs) x blocks of features (:func:`_blocks`)."""
+    """Grid: blocks of batch rows (axis 0, which may exceed 65,535 programs) x blocks of features (:func:`_blocks`,
+    the setting ``BLOCKS[name]``)."""
+    kernel = {"diag": _diag_step_kernel, "dplr": _dplr_step_kernel}[name]
     batch, h, n = x.shape
     y = torch.empty((batch, channels, h), dtype=real_dtype, device=x.device)
-    block_b, block_h, block_n = _blocks(batch, h, n)
+    block_b, block_h, block_n = _blocks(batch, h, n, name)
     if batch and h:
         grid = (triton.cdiv(batch, block_b), triton.cdiv(h, block_h))
         with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
             kernel[grid](torch.view_as_real(x), torch.view_as_real(out), u.contiguous(), *params, y, batch, h, n,
-                         channels, BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_N=block_n, num_warps=NUM_WARPS)
+                         channels, BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_N=block_n, num_warps=BLOCKS[name][2])
     return y
 
 
@@ -152,7 +157,7 @@ def diag_step(x: Tensor, u: Tensor, da: Tensor, db: Tensor, c: Tensor, out: Tens
     _check("diag_step", x, u, out, {"dA": (da, tuple(x.shape[1:])), "dB": (db, tuple(x.shape[1:])),
                                     "C": (c, (channels, *x.shape[1:]))})
     out = torch.empty_like(x) if out is None else out
-    y = _launch(_diag_step_kernel, x, out, u,
+    y = _launch("diag", x, out, u,
                 [torch.view_as_real(da), torch.view_as_real(db), torch.view_as_real(c)], channels, _REAL[x.dtype])
     return y, out
 
@@ -173,7 +178,7 @@ def dplr_step(x: Tensor, u: Tensor, lam: Tensor, p: Tensor, d: Tensor, b: Tensor
                              f"{tuple(t.shape)} on {t.device}")
     out = torch.empty_like(x) if out is None else out
     real = _REAL[x.dtype]
-    y = _launch(_dplr_step_kernel, x, out, u,
+    y = _launch("dplr", x, out, u,
                 [torch.view_as_real(lam), torch.view_as_real(p), torch.view_as_real(d), torch.view_as_real(b),
                  torch.view_as_real(c), half.to(real).contiguous(), inner.to(real).contiguous()], channels, real)
     return y, out
