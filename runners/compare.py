@@ -398,14 +398,13 @@ def selected_cells(result: dict, expected: dict, tier: str) -> set[Key]:
     return default_selected(expected, tier)
 
 
-def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdict]:
-    """A verdict for every expected cell at ``tier`` from all results files of that (spec, tier).
+Run = tuple[dict[Key, Any], dict[Key, "str | None"], set[Key]]  # one results file: values, notes, selected cells
 
-    ``results`` newest first: each cell is judged by the newest result whose selected cells hold it; a cell no
-    result selects is NOT-RUN ("tier not run" without results, else "not selected by any run"). Ordering
-    references a run did not measure are read from the newest other run that did.
-    """
-    runs = []
+
+def tier_runs(expected: dict, results: list[dict], tier: str) -> tuple[list[Run], dict[Key, tuple[Any, str | None, str]]]:
+    """Each results file (newest first) as (values, notes, selected cells), and per cell the newest measured value
+    with its note and the file it came from (what ordering checks read for references a run did not measure)."""
+    runs: list[Run] = []
     for result in results:
         measured = {(c["row"], c["column"]): c["value"] for c in result["cells"]}
         notes = {(c["row"], c["column"]): c.get("note") for c in result["cells"]}
@@ -414,6 +413,17 @@ def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdi
     for i, (measured, notes, _) in enumerate(runs):
         for key, value in measured.items():
             newest.setdefault(key, (value, notes[key], f"from results file {i + 1}"))
+    return runs, newest
+
+
+def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdict]:
+    """A verdict for every expected cell at ``tier`` from all results files of that (spec, tier).
+
+    ``results`` newest first: each cell is judged by the newest result whose selected cells hold it; a cell no
+    result selects is NOT-RUN ("tier not run" without results, else "not selected by any run"). Ordering
+    references a run did not measure are read from the newest other run that did.
+    """
+    runs, newest = tier_runs(expected, results, tier)
     verdicts = []
     for cell in expected["cells"]:
         key = (cell["row"], cell["column"])

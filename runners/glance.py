@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .compare import CellVerdict
+from .repeats import Repeat, provenance
 from .textfmt import column_label, fmt, paper_text
 
 JUDGED = ("PASS", "IMPROVED", "FAIL")
@@ -58,8 +59,18 @@ def _cell_text(v: CellVerdict) -> str:
     return f"{v.row} {fmt(v.measured)} {v.verdict} ({v.check}{paper})"
 
 
-def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVerdict]) -> list[str]:
-    """Markdown lines for the top of a report: the measured claims of ``tier`` grouped by column and results file.
+def _repeat_text(r: Repeat) -> str:
+    """"S4 / Speedup (Table 7) 6 runs, 57.45 to 69.83": the runs' count and the range of their values."""
+    nums = r.numbers
+    spread = f", {fmt(min(nums))} to {fmt(max(nums))}" if len(nums) == len(r.runs) else ""
+    return f"{r.row} / {column_label(r.column)} {len(r.runs)} runs{spread}"
+
+
+def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVerdict],
+                 repeats: list[Repeat] = ()) -> list[str]:
+    """Markdown lines for the top of a report: the measured claims of ``tier`` grouped by column and results file,
+    then the claims measured in more than one run (``repeats``, :func:`runners.repeats.repeated_cells`) with the
+    spread of their values and whether an earlier run's verdict differs.
 
     ``files`` are the tier's results files, newest first, as the verdicts' ``result`` indices name them."""
     groups: dict[tuple, list[CellVerdict]] = {}
@@ -86,6 +97,15 @@ def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVe
         if len(cells) <= LISTED_CELLS:
             text += ": " + "; ".join(_cell_text(v) for v in cells)
         lines.append(text)
+    if repeats:
+        differ = sum(any(verdict != r.runs[0][2] for _, _, verdict in r.runs[1:]) for r in repeats)
+        text = (f"- measured in more than one run: {len(repeats)} claim{'s' if len(repeats) > 1 else ''}"
+                + ((f", {differ} of them" if len(repeats) > 1 else ",") + " judged differently by an earlier run"
+                   if differ else ", every earlier run judged the same"))
+        if len(repeats) <= LISTED_CELLS:
+            text += ": " + "; ".join(_repeat_text(r) for r in repeats)
+        spans = provenance(repeats, files)
+        lines.append(text + (f"; the runs span {spans}" if spans else "") + " (every run in the tier's section).")
     not_run = sum(v.role == "claim" and v.verdict == "NOT-RUN" for v in verdicts)
     if not_run:
         lines.append(f"- not run at this tier: {not_run} claim{'s' if not_run > 1 else ''} (reasons in the details).")

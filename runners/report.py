@@ -16,6 +16,7 @@ from .compare import (CellVerdict, ResultsError, compare, context_count, counts_
 from .expected import expected_path, load_expected
 from .glance import glance_lines
 from .plots import PLOTS
+from .repeats import repeat_lines, repeated_cells
 from .results import write_text_atomic
 from .run import command_for
 from .spec import TIERS, Spec, load_spec, spec_paths
@@ -242,7 +243,9 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
     lines = [f"# {spec.table}: {spec.title}", ""]
     top = next((t for t in reversed(TIERS) if loaded[t]), None)  # the most faithful tier that has run
     if top is not None:
-        lines += glance_lines(top, loaded[top], judge_tier(expected, [doc for _, doc in loaded[top]], top))
+        top_docs = [doc for _, doc in loaded[top]]
+        top_verdicts = judge_tier(expected, top_docs, top)
+        lines += glance_lines(top, loaded[top], top_verdicts, repeated_cells(expected, top_docs, top, top_verdicts))
     for tier in reversed(TIERS):  # what each run tier shows and does not show
         if spec.shown.get(tier) and loaded[tier]:
             lines += [f"**What the {tier} tier shows:** {spec.shown[tier].strip()}", ""]
@@ -282,6 +285,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
             lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
                       *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
+        lines += repeat_lines(repeated_cells(expected, [doc for _, doc in files], tier, verdicts), files)
         problems = [p for i in used for p in files[i][1].get("problems", [])]
         lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])
         known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}

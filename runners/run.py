@@ -178,7 +178,10 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "finished": utc_now(),
         "wall_time_s": round(wall, 3),
         "environment": environment(device),
-        "cells": [dataclasses.asdict(c) for c in output.cells if not cells or (c.row, c.column) in wanted],
+        # with --cells: the selected cells, and any other cell the runner measured on the way (a value, not a
+        # placeholder): the report judges only the selected ones, and reads the others as ordering references
+        "cells": [dataclasses.asdict(c) for c in output.cells
+                  if not cells or (c.row, c.column) in wanted or c.value is not None],
         "series": output.series,
         "notes": output.notes,
         "problems": output.problems,

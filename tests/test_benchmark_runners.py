@@ -371,6 +371,35 @@ def test_a_step_that_syncs_with_the_host_is_refused_before_capture_and_the_devic
     assert w.grad is not None and torch.isfinite(w.grad).all()
 
 
+def test_a_narrowed_run_keeps_what_it_measured_beside_the_selected_cells(tmp_path: Path, monkeypatch) -> None:
+    """`run --cells` writes the selected cells and every other cell the runner measured on the way (the other
+    models of the selected setting): only the selected ones are judged from that file, and an ordering check
+    reads the others (here the Transformer's state size against the constant-state models', which the smoke tier
+    reports without checking them)."""
+    import json
+
+    from runners.__main__ import main
+    from runners.compare import judge_tier
+
+    def fake_measure(name, cfg_, setting, ctx_):
+        return {"params": 1, "batch": 2, "batch_limit": "x", "seconds": 1.0, "throughput": 10.0, "note": "n",
+                "state_kb": 100.0 if name == "Transformer" else 1.0}
+
+    monkeypatch.setattr(generation, "_measure", fake_measure)
+    assert main(["run", "s4-generation", "--tier", "smoke", "--cells", "Transformer/State KB/seq (Table 7)",
+                 "--output", str(tmp_path), "--no-progress"]) == 0
+    (path,) = (tmp_path / "s4-generation").glob("*.json")
+    result = json.loads(path.read_text())
+    assert result["selected_cells"] == [["Transformer", "State KB/seq (Table 7)"]]
+    cells = {(c["row"], c["column"]): c["value"] for c in result["cells"]}
+    assert cells[("S4", "State KB/seq (Table 7)")] == 1.0  # measured on the way, kept
+    assert not any(column.endswith("(Table 8)") for _, column in cells)  # a setting not selected is not measured
+    verdicts = {(v.row, v.column): v for v in judge_tier(load_expected(expected_path("s4-generation")), [result],
+                                                         "smoke")}
+    assert verdicts[("Transformer", "State KB/seq (Table 7)")].verdict == "PASS"
+    assert verdicts[("S4", "State KB/seq (Table 7)")].result is None  # not judged from this file
+
+
 def test_generation_runs_only_the_settings_whose_cells_are_selected(tmp_path: Path, monkeypatch) -> None:
     """`run --cells` on the generation spec: a setting none of whose cells is selected is not measured at all (so a
     long tier can be split across calls, one setting each); a selected setting measures every model (the speed-up
