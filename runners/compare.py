@@ -401,7 +401,8 @@ def selected_cells(result: dict, expected: dict, tier: str) -> set[Key]:
 Run = tuple[dict[Key, Any], dict[Key, "str | None"], set[Key]]  # one results file: values, notes, selected cells
 
 
-def tier_runs(expected: dict, results: list[dict], tier: str) -> tuple[list[Run], dict[Key, tuple[Any, str | None, str]]]:
+def tier_runs(expected: dict, results: list[dict], tier: str
+              ) -> tuple[list[Run], dict[Key, tuple[Any, str | None, str]]]:
     """Each results file (newest first) as (values, notes, selected cells), and per cell the newest measured value
     with its note and the file it came from (what ordering checks read for references a run did not measure)."""
     runs: list[Run] = []

@@ -98,7 +98,7 @@ def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVe
             text += ": " + "; ".join(_cell_text(v) for v in cells)
         lines.append(text)
     if repeats:
-        differ = sum(any(verdict != r.runs[0][2] for _, _, verdict in r.runs[1:]) for r in repeats)
+        differ = sum(r.differs for r in repeats)
         text = (f"- measured in more than one run: {len(repeats)} claim{'s' if len(repeats) > 1 else ''}"
                 + ((f", {differ} of them" if len(repeats) > 1 else ",") + " judged differently by an earlier run"
                    if differ else ", every earlier run judged the same"))

@@ -24,6 +24,11 @@ class Repeat:
     runs: list[tuple[int, Any, str]]  # (results file index, newest first; value; verdict under the tier's check)
 
     @property
+    def differs(self) -> bool:
+        """An earlier run's verdict differs from the judged run's."""
+        return any(verdict != self.runs[0][2] for _, _, verdict in self.runs[1:])
+
+    @property
     def numbers(self) -> list[float]:
         return [float(v) for _, v, _ in self.runs if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
@@ -55,12 +60,13 @@ def repeat_lines(repeats: list[Repeat], files: list[tuple[Path, dict]]) -> list[
     run's value, verdict and results file, with the median and range of the values."""
     if not repeats:
         return []
-    differ = [r for r in repeats if any(verdict != r.runs[0][2] for _, _, verdict in r.runs[1:])]
+    differ = [r for r in repeats if r.differs]
     commits = {i: _commit(files[i][1]) for r in repeats for i, _, _ in r.runs}
     spans = provenance(repeats, files)
     many = len(repeats) > 1
     head = (f"**Measured more than once:** {len(repeats)} claim{'s' if many else ''} of this tier "
-            f"appear{'' if many else 's'} in several results files; the verdict reads the newest run that measured each. "
+            f"appear{'' if many else 's'} in several results files; the verdict reads the newest run that measured "
+            f"each. "
             + (f"An earlier run's verdict differs for {len(differ)}: "
                + "; ".join(f"{r.row} / {column_label(r.column)}" for r in differ) + "."
                if differ else "Every earlier run gives the same verdict.")
@@ -69,7 +75,8 @@ def repeat_lines(repeats: list[Repeat], files: list[tuple[Path, dict]]) -> list[
     lines = [head, "", "<details><summary>Every run of the repeated cells (the judged run first, then newest first; "
              "results file and commit)</summary>", ""]
     for r in repeats:
-        values = ", ".join(f"{fmt(value)} {verdict} (`{files[i][0].name}`, {commits[i]})" for i, value, verdict in r.runs)
+        values = ", ".join(f"{fmt(value)} {verdict} (`{files[i][0].name}`, {commits[i]})"
+                           for i, value, verdict in r.runs)
         nums = r.numbers
         spread = (f"; median {fmt(statistics.median(nums))}, range {fmt(min(nums))} to {fmt(max(nums))}"
                   if len(nums) == len(r.runs) else "")

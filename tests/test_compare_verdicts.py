@@ -553,7 +553,8 @@ def test_report_lists_every_run_of_a_cell_measured_more_than_once(project: Path)
     e: the tier section says which claim an earlier run would have judged differently and how many commits the runs
     span, and lists every run of c (the judged one first) with its verdict, file and commit, median and range; e,
     measured once, is not listed; the glance says the same in one bullet."""
-    write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}), cell("e", 3.0, {"tolerance": {"abs": 0.1}})])
+    write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
+                             cell("e", 3.0, {"tolerance": {"abs": 0.1}})])
     old = {"environment": {"git_commit": "aaaaaaa1111", "git_dirty": False}, "config": {"lr": 0.1}}
     new = {"environment": {"git_commit": "bbbbbbb2222", "git_dirty": True}, "config": {"lr": 0.2}}
     write_result(project, {"c": 0.98, "e": 3.0}, stamp="20260101T000000", **old)

@@ -6,8 +6,9 @@ count: registers, spill bytes, shared memory, and the global loads / stores with
 
 A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
 The blocks are the ones the module picks for each kernel at batch 2048, H 256, N/2 32 (its ``_blocks``), and the
-warps default to each kernel's (its ``BLOCKS``). --module compiles another version of the module (e.g. an older commit's file) for comparison; a
-module without ``_blocks`` (the older per-row loop, BATCH rows of 32 features x 32 modes) gets fixed blocks.
+warps default to each kernel's (its ``BLOCKS``). --module compiles another version of the module (e.g. an older
+commit's file) for comparison; a module without ``_blocks`` (the older per-row loop, BATCH rows of 32 features x
+32 modes) gets fixed blocks.
 """
 from __future__ import annotations
 
