@@ -116,6 +116,11 @@ class _TorchPasses:
         return out.copy_(_act_torch(_unpack_rows(y, out.shape[0], out.shape[-1]), activation))
 
     @staticmethod
+    def full_spectrum(half: Tensor, d: Tensor | None, n: int) -> Tensor:
+        full = torch.cat([half, half[..., 1: n // 2].flip(-1).conj()], -1)  # (C, H, n): bin n - j = conj(bin j)
+        return (full if d is None else full + d[..., None]) / n
+
+    @staticmethod
     def spectral_fwd(w: Tensor, kf: Tensor) -> Tensor:
         return w.unsqueeze(1) * kf  # (B2, C, H, n)
 
@@ -175,9 +180,10 @@ class _FFTConv(torch.autograd.Function):
         channels, lk = k.shape[0], k.shape[-1]
         n = 2 * length
         passes = _passes(impl)
-        kf = torch.fft.fft(k, n=n, norm="forward")  # (C, H, n), with the 1/n of the inverse transform (run unnormalized)
-        if d is not None:  # D u is the convolution with D delta_0, whose spectrum is the constant D
-            kf.add_((d / n)[..., None])
+        # (C, H, n): the spectrum of k + d delta_0 (D u is the convolution with D delta_0, whose spectrum is the
+        # constant D), over n for the inverse transform (run unnormalized); the real kernel's half spectrum
+        # extended by Hermitian symmetry
+        kf = passes.full_spectrum(torch.fft.rfft(k, n=n), d, n)
         if w is None:
             w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
         y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u

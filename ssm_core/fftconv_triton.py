@@ -5,6 +5,8 @@ Memory-bound passes, each reading and writing every element once (B2 = ceil(B / 
 - ``pack``: rows of x (B, C, H, L) real, any strides -> (B2, C, H, n) complex, rows b and b + B2 as the real
   and imaginary parts, zero for l >= L; optionally times act'(y) (the activation's derivative, backward).
 - ``unpack``: (B2, C, H, n) complex -> act(rows) (B, C, H, L) real, any output strides (l < L only).
+- ``full_spectrum``: the rfft (C, H, n/2 + 1) of a real kernel -> its full spectrum (C, H, n) by Hermitian symmetry,
+  plus D, over n (what one complex FFT of the zero-padded real kernel gives, with half its transform work).
 - ``spectral_fwd``: W (B2, H, n) * K (C, H, n) -> (B2, C, H, n).
 - ``spectral_bwd``: G (B2, C, H, n), W, K -> sum_c G conj(K) written over G[:, 0], and S = sum_b G conj(W).
 
@@ -122,6 +124,22 @@ def _unpack_kernel(y_ptr, o_ptr, B, B2, C, H, L, NF, s_ob, s_oc, s_oh, s_ol, ACT
 
 
 @triton.jit
+def _full_spectrum_kernel(h_ptr, d_ptr, o_ptr, NH, NF, HAS_D: tl.constexpr, BLOCK_F: tl.constexpr):
+    offs_f = tl.program_id(0).to(tl.int64) * BLOCK_F + tl.arange(0, BLOCK_F)
+    row = tl.program_id(1).to(tl.int64)  # c * H + h
+    two = tl.arange(0, 2)
+    fm = (offs_f < NF)[:, None]
+    mirrored = offs_f >= NH  # bins n/2 + 1 .. n - 1: conj of bin n - j
+    src = tl.where(mirrored, NF - offs_f, offs_f)
+    re, im = tl.split(tl.load(h_ptr + (row * NH + src)[:, None] * 2 + two[None, :], mask=fm, other=0.0))
+    im = tl.where(mirrored, -im, im)
+    if HAS_D:  # D u is the convolution with D delta_0, whose spectrum is the constant D
+        re += tl.load(d_ptr + row)
+    out = tl.join(re / NF, im / NF)  # the 1/n of the inverse transform (run unnormalized)
+    tl.store(o_ptr + (row * NF + offs_f)[:, None] * 2 + two[None, :], out, mask=fm)
+
+
+@triton.jit
 def _spectral_fwd_kernel(w_ptr, k_ptr, o_ptr, B2, C, H, NF, BLOCK_F: tl.constexpr):
     offs_f = tl.program_id(0).to(tl.int64) * BLOCK_F + tl.arange(0, BLOCK_F)
     h = tl.program_id(1).to(tl.int64)
@@ -179,6 +197,7 @@ def _spectral_bwd_kernel(g_ptr, w_ptr, k_ptr, s_ptr, B2, C, H, NF, NEED_U: tl.co
 # -- launchers -----------------------------------------------------------------------------------------------------
 _PACK = Launcher(_pack_kernel)
 _UNPACK = Launcher(_unpack_kernel)
+_FULL_SPECTRUM = Launcher(_full_spectrum_kernel)
 _SPECTRAL_FWD = Launcher(_spectral_fwd_kernel)
 _SPECTRAL_BWD = Launcher(_spectral_bwd_kernel)
 
@@ -208,6 +227,17 @@ def unpack(y: Tensor, out: Tensor, activation: str = "identity") -> Tensor:
     bh, bl = _tile(s_h, s_l)
     _UNPACK(lambda meta: (cdiv(length, bl), cdiv(h, bh), b2 * c), y.contiguous(), out, bsz, b2, c, h, length, n,
             s_b, s_c, s_h, s_l, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
+    return out
+
+
+def full_spectrum(half: Tensor, d: Tensor | None, n: int) -> Tensor:
+    """half (C, H, n/2 + 1) complex, the rfft of a real kernel over n points (n even); d (C, H) real or None ->
+    (the full spectrum of n bins, bin n - j the conjugate of bin j, + d) / n: (C, H, n) complex."""
+    c, h, nh = half.shape
+    half = half.contiguous()
+    out = torch.empty(c, h, n, dtype=half.dtype, device=half.device)
+    _FULL_SPECTRUM(lambda meta: (cdiv(n, BLOCK_F), c * h), half, half if d is None else d.contiguous(), out, nh, n,
+                   HAS_D=d is not None, BLOCK_F=BLOCK_F)
     return out
 
 

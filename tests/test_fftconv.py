@@ -75,6 +75,25 @@ IMPLS = ["torch", "triton"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("length", [37, 600])  # one block of frequencies, and two with the mirror across them
+def test_full_spectrum_of_a_real_kernel_equals_its_complex_fft(gen, impl, length) -> None:
+    """The pass that extends a real kernel's rfft to all n = 2L bins by Hermitian symmetry, adds D and divides by
+    n: equal to the complex FFT of the zero-padded kernel (norm 'forward') plus D / n, float64 and float32."""
+    from ssm_core.fftconv import _passes
+
+    n = 2 * length
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-6)):
+        k = torch.randn(2, 3, length - 5, generator=gen, dtype=torch.float64)
+        d = torch.randn(2, 3, generator=gen, dtype=torch.float64)
+        for with_d in (d, None):
+            ref = torch.fft.fft(k, n=n, norm="forward") + (0 if with_d is None else with_d[..., None] / n)
+            half = torch.fft.rfft(k.to(DEVICE, dtype), n=n)
+            got = _passes(impl).full_spectrum(half, None if with_d is None else with_d.to(DEVICE, dtype), n)
+            assert got.shape == (2, 3, n) and got.dtype == half.dtype
+            assert _rel(got.cpu().to(torch.complex128), ref) < tol
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("activation", FUSED_ACTIVATIONS)
 def test_fft_conv_matches_direct_convolution_each_activation(gen, impl, activation) -> None:
     _check(gen, impl, activation, bsz=3, h=5, length=37, channels=1, lk=37, transposed_input=False,
