@@ -24,7 +24,7 @@ from torch import Tensor
 #: Block setting of each kernel: (features x padded modes whose parameters one program holds, broadcast over its
 #: batch rows; complex states one program steps: batch rows x features x padded modes; warps per program). The
 #: fastest of the settings benchmarks/diagnostics/step_kernel_rate.py timed on an H200 at the generation sizes
-#: (batch 2048 and 3584, H 256 and 512, N/2 32: about 3.0-3.4 TB/s of state traffic); the DPLR step, which holds
+#: (batch 2048 and 3584, H 256 and 512, N/2 32: about 2.7-3.4 TB/s of state traffic); the DPLR step, which holds
 #: more parameters per mode, is fastest with fewer features and warps per program.
 BLOCKS = {"diag": (128, 2048, 4), "dplr": (64, 2048, 2)}
 
