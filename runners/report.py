@@ -4,6 +4,7 @@ Generated from results files only.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,10 @@ def config_drift(spec: Spec, tier: str, result: dict) -> list[str]:
             return any(c == part[1] or str(c).startswith(part[1] + " ") for c in columns)
         if part[0] == "models" and len(part) > 1:
             return part[1] in rows
+        named = re.fullmatch(r"settings\[(\d+)\]", part[0])  # a benchmark setting: its columns end "(<name>)"
+        if named and len(part) > 1:
+            name = then.get(f"{part[0]}.name", now.get(f"{part[0]}.name"))
+            return not isinstance(name, str) or any(str(c).endswith(f"({name})") for c in columns)
         return True
 
     def shown(v: Any) -> str:

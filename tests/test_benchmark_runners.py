@@ -243,6 +243,35 @@ def _generation_setup(step_graph: bool = False):
     return cfg, s
 
 
+def test_generation_times_part_of_a_constant_state_models_sequence(tmp_path: Path, monkeypatch) -> None:
+    """timed_steps: a constant-state model (S4, the Linear Transformer) is timed over that many tokens and its rate
+    reported (the note says so); the Transformer generates the whole sequence; the state traffic reads the tokens
+    timed. A timed_steps outside 1..MAX_LENGTH, or an unknown key, is an error naming the key."""
+    cfg, s = _generation_setup()
+    s = generation.parse_setting({**dataclasses.asdict(s), "unit": "images", "timed_steps": 3}, "s")
+    cfg = dataclasses.replace(cfg, settings=[dataclasses.asdict(s)])
+    timed: dict[str, list[int]] = {}
+
+    def fake_run(self, batch, steps, start=0):
+        timed.setdefault(self.name, []).append(steps)
+        return 0.5
+
+    monkeypatch.setattr(generation._Generator, "run", fake_run)
+    ctx = _ctx(tmp_path, "s4-generation")
+    got = {m: generation._measure(m, cfg, s, ctx) for m in ("Transformer", "S4", "Linear Transformer")}
+    assert timed["Transformer"][-1] == 12 and timed["S4"][-1] == timed["Linear Transformer"][-1] == 3
+    assert got["S4"]["tokens_timed"] == 3 and got["Transformer"]["tokens_timed"] == 12
+    assert got["S4"]["throughput"] == pytest.approx(2 * 3 / 0.5 / 12)  # images/s: tokens/s over the length
+    assert got["Transformer"]["throughput"] == pytest.approx(2 * 12 / 0.5 / 12)
+    assert "the first 3 of 12 tokens" in got["S4"]["note"] and "12 tokens in" in got["Transformer"]["note"]
+    traffic = generation.state_traffic(got, s.length)
+    assert traffic["S4"]["state_gbs"] == pytest.approx(2 * 3 / 0.5 * 2 * got["S4"]["state_kb"] * 1024 / 1e9)
+    for bad, message in (({"timed_steps": 0}, "timed_steps"), ({"timed_steps": True}, "timed_steps"),
+                         ({"timed": 3}, "unknown keys")):
+        with pytest.raises((ValueError, TypeError), match=message):
+            generation.parse_setting({**dataclasses.asdict(s), **bad}, "s")
+
+
 def _eager_tokens(gen, batch: int, steps: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """The eager loop's tokens at every step and its final state tensors."""
     with torch.inference_mode():

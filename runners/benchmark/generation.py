@@ -50,6 +50,7 @@ REFERENCE = "Transformer"
 UNITS = {"images": "Images/s", "tokens": "Tokens/s"}
 SETTING_KEYS = {"name": str, "unit": str, "length": int, "vocab_size": int, "d_model": int, "n_layers": int,
                 "n_heads": int, "ffn_dim": int, "memory_limit_gib": (float, type(None)), "max_batch": int}
+OPTIONAL_SETTING_KEYS = ("timed_steps",)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class GenerationSetting:
     ffn_dim: int  # FFN width of the Transformer blocks (S4 blocks have their GLU output projection instead)
     memory_limit_gib: float | None
     max_batch: int
+    # constant-state models (S4, S4D, the Linear Transformer): time this many of the ``length`` tokens, whose cost
+    # does not depend on the position (the same state update every step), and report the rate; None: every token.
+    # The Transformer always generates the whole sequence (its step reads a cache that grows with the position).
+    timed_steps: int | None = None
 
     @property
     def throughput_column(self) -> str:
@@ -83,10 +88,13 @@ class GenerationSetting:
 def parse_setting(raw: Any, where: str) -> GenerationSetting:
     if not isinstance(raw, dict):
         raise TypeError(f"{where}: must be a mapping with keys {sorted(SETTING_KEYS)}, got {raw!r}")
-    unknown, missing = set(raw) - set(SETTING_KEYS), set(SETTING_KEYS) - set(raw)
+    unknown = set(raw) - set(SETTING_KEYS) - set(OPTIONAL_SETTING_KEYS)
+    missing = set(SETTING_KEYS) - set(raw)
     if unknown or missing:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
-                         f"allowed: {sorted(SETTING_KEYS)}")
+                         f"allowed: {sorted(SETTING_KEYS)}, optional: {list(OPTIONAL_SETTING_KEYS)}")
+    if raw.get("timed_steps") is not None:
+        check_int(f"{where}.timed_steps", raw["timed_steps"], 1, MAX_LENGTH)
     for key, tp in SETTING_KEYS.items():
         val = raw[key]
         ok = isinstance(val, tp) and not isinstance(val, bool)
@@ -311,13 +319,16 @@ def _measure(name: str, cfg: GenerationConfig, s: GenerationSetting, ctx: RunCon
     else:
         why = "no search on CPU" if ctx.device.type != "cuda" else "batch_search off"
         batch, how = s.max_batch, f"batch as configured ({why})"
+    # a constant-state model's step costs the same at every position: timed_steps of them give its rate
+    steps = s.length if not gen.recurrent or s.timed_steps is None else min(s.timed_steps, s.length)
     out: dict[str, Any] = {"params": gen.params, "batch": batch, "batch_limit": how, "seconds": None,
-                           "throughput": "X", "note": how, "state_kb": gen.state_bytes() / 1024}
+                           "tokens_timed": steps, "throughput": "X", "note": how,
+                           "state_kb": gen.state_bytes() / 1024}
     while batch >= 1:
         try:
             if cfg.warmup_steps:
                 gen.run(batch, min(cfg.warmup_steps, s.length))
-            seconds = gen.run(batch, s.length)
+            seconds = gen.run(batch, steps)
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -325,10 +336,14 @@ def _measure(name: str, cfg: GenerationConfig, s: GenerationSetting, ctx: RunCon
             batch //= 2
             free_memory(ctx.device)
             continue
-        per_second = batch * (s.length if s.unit == "tokens" else 1) / seconds
-        out.update(batch=batch, seconds=seconds, throughput=per_second,
-                   note=f"batch {batch} ({out['note']}), {s.length} tokens in {seconds:.3g} s, "
-                        f"{batch * s.length / seconds:,.0f} tokens/s, {gen.params:,} parameters")
+        tokens_per_s = batch * steps / seconds
+        timed = (f"{steps} tokens in {seconds:.3g} s" if steps == s.length else
+                 f"the first {steps} of {s.length} tokens in {seconds:.3g} s (the same state update at every "
+                 f"position)")
+        out.update(batch=batch, seconds=seconds,
+                   throughput=tokens_per_s if s.unit == "tokens" else tokens_per_s / s.length,
+                   note=f"batch {batch} ({out['note']}), {timed}, {tokens_per_s:,.0f} tokens/s, "
+                        f"{gen.params:,} parameters")
         break
     return out
 
@@ -348,7 +363,7 @@ def state_traffic(got: dict[str, dict[str, Any]], length: int) -> dict[str, dict
         if m.get("throughput") == "X" or not m.get("seconds"):
             continue
         per_token = m["state_kb"] * 1024 * (0.5 if name == REFERENCE else 2.0)  # bytes moved per generated token
-        tokens_per_s = m["batch"] * length / m["seconds"]
+        tokens_per_s = m["batch"] * m.get("tokens_timed", length) / m["seconds"]
         out[name] = {"traffic_kb_per_token": per_token / 1024, "state_gbs": tokens_per_s * per_token / 1e9}
         if name != REFERENCE and ref is not None:
             out[name]["bound_speedup"] = ref["state_kb"] * 0.5 / (m["state_kb"] * 2.0)
