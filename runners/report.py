@@ -246,11 +246,14 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
     lines = [f"# {spec.table}: {spec.title}", ""]
+    judged = {}  # tier -> (verdicts, cells measured by more than one of its results files)
+    for tier in TIERS:
+        docs = [doc for _, doc in loaded[tier]]
+        verdicts = judge_tier(expected, docs, tier)
+        judged[tier] = (verdicts, repeated_cells(expected, docs, tier, verdicts))
     top = next((t for t in reversed(TIERS) if loaded[t]), None)  # the most faithful tier that has run
     if top is not None:
-        top_docs = [doc for _, doc in loaded[top]]
-        top_verdicts = judge_tier(expected, top_docs, top)
-        lines += glance_lines(top, loaded[top], top_verdicts, repeated_cells(expected, top_docs, top, top_verdicts))
+        lines += glance_lines(top, loaded[top], *judged[top])
     for tier in reversed(TIERS):  # what each run tier shows and does not show
         if spec.shown.get(tier) and loaded[tier]:
             lines += [f"**What the {tier} tier shows:** {spec.shown[tier].strip()}", ""]
@@ -269,7 +272,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
     plotted = False
     for tier in reversed(TIERS):  # full, budget, smoke: the most faithful tier first
         files = loaded[tier]
-        verdicts = judge_tier(expected, [doc for _, doc in files], tier)
+        verdicts, repeats = judged[tier]
         lines += [f"## Tier: {tier}", ""]
         if not files:
             out[tier] = None
@@ -290,7 +293,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
             lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
                       *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
-        lines += repeat_lines(repeated_cells(expected, [doc for _, doc in files], tier, verdicts), files)
+        lines += repeat_lines(repeats, files)
         problems = [p for i in used for p in files[i][1].get("problems", [])]
         lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])
         known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}
