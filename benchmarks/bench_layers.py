@@ -46,7 +46,7 @@ if str(REPO) not in sys.path:
 
 from ssm_core import SSMLayer  # noqa: E402
 from ssm_core.fftconv import fft_conv  # noqa: E402
-from ssm_core.kernels.graphs import cache_of, enabled as graphs_enabled  # noqa: E402
+from ssm_core.kernels.graphs import captured, enabled as graphs_enabled  # noqa: E402
 from runners.benchmark import official  # noqa: E402
 from runners.benchmark.common import bench_ms, graphed_step, host_seconds, kernel_graphs_off, peak_mib  # noqa: E402
 from runners.results import write_text_atomic  # noqa: E402
@@ -209,7 +209,7 @@ def side_by_side_rows(make_official: Callable[[str, int, int], torch.nn.Module],
                 row["ratio"] = row["ours_ms"] / row["official_ms"]
                 row["times"] = ms
                 # kernel-generation keys replayed from CUDA graphs (0: every step ran it eagerly, host-bound)
-                row["ours_kernel_graphs"] = len(cache_of(layers["ours"].kernel))
+                row["ours_kernel_graphs"] = captured(layers["ours"])
                 del layers, x, g
             except Exception as exc:  # recorded with the reason (e.g. out of memory); the other rows go on
                 row.update(error=f"{type(exc).__name__}: {str(exc)[:300]}")

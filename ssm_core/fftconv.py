@@ -170,57 +170,77 @@ def _input_spectrum(u: Tensor, passes) -> Tensor:
     return torch.fft.fft(passes.pack(u.unsqueeze(1), n, _complex_dtype(u.dtype))[:, 0])
 
 
+def kernel_spectrum(k: Tensor, d: Tensor | None, n: int, impl: str) -> Tensor:
+    """The spectrum of k + d delta_0 over n points, divided by n (the inverse transform runs unnormalized):
+    (C, H, n) complex. k: (C, H, Lk) real, Lk <= n; d: (C, H) or None. D u is the convolution with D delta_0,
+    whose spectrum is the constant D; the real kernel's half spectrum is extended by Hermitian symmetry."""
+    return _passes(impl).full_spectrum(torch.fft.rfft(k, n=n), d, n)
+
+
+def conv_forward(ctx, u: Tensor, kf: Tensor, w: Tensor | None, activation: str, layout: str, impl: str,
+                 lk: int, need_grad: bool) -> Tensor:
+    """act(first L outputs of the circular convolution of u, padded to n = 2L, with the kernel whose spectrum
+    (over n, D folded in) is kf (C, H, n)): (B, C, H, L) in ``layout``. w: the input's packed spectrum (B2, H, n)
+    or None (computed here). With ``need_grad``, keeps on ``ctx`` what :func:`conv_backward` needs."""
+    passes = _passes(impl)
+    if w is None:
+        w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
+    y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u
+    out = _new_output(u, kf.shape[0], layout)
+    passes.unpack(y, out, activation)
+    if need_grad:
+        # intermediates (not outputs) kept as attributes so that backward can free them as soon as used
+        ctx.w, ctx.y = w, y
+        ctx.meta = (activation, impl, lk, u.shape, _dense_stride(u), u.dtype)
+    return out
+
+
+def conv_backward(ctx, grad_out: Tensor, kf: Tensor, need_u: bool, need_k: bool) -> tuple[Tensor | None,
+                                                                                          Tensor | None]:
+    """The gradients of :func:`conv_forward`'s output: for u (B, H, L), and for the kernel k + d delta_0 over the
+    n = 2L circle (C, H, n) real (None where not needed). Frees the intermediates kept on ``ctx`` as it goes."""
+    w, y = ctx.w, ctx.y
+    ctx.w = ctx.y = None
+    activation, impl, _, u_shape, u_stride, u_dtype = ctx.meta
+    passes = _passes(impl)
+    gf = passes.pack(grad_out, y.shape[-1], y.dtype, y, activation)  # (B2, C, H, n): packed dL/dz
+    del y
+    gf = torch.fft.fft(gf)
+    gu_f, s = passes.spectral_bwd(gf, w, kf, need_u, need_k)  # (B2, H, n), (C, H, n)
+    del w
+    grad_u = grad_full = None
+    if need_u:
+        x = torch.fft.ifft(gu_f, norm="forward")  # (B2, H, n): packed correlation of the gradient with k
+        del gf, gu_f
+        grad_u = _empty_like_input(u_shape, u_stride, u_dtype, x.device)
+        passes.unpack(x.unsqueeze(1), grad_u.unsqueeze(1))
+        del x  # before the kernel's gradient spectrum is transformed: one (B2, H, n) spectrum less at the peak
+    if need_k:
+        grad_full = torch.fft.ifft(s).real  # (C, H, n): gradient of the kernel k + d delta_0
+    return grad_u, grad_full
+
+
 class _FFTConv(torch.autograd.Function):
     """act(first L outputs of the circular convolution of u, padded to n = 2L, with k + d delta_0)."""
 
     @staticmethod
     def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str, impl: str,
                 w: Tensor | None) -> Tensor:
-        length = u.shape[-1]
-        channels, lk = k.shape[0], k.shape[-1]
-        n = 2 * length
-        passes = _passes(impl)
-        # (C, H, n): the spectrum of k + d delta_0 (D u is the convolution with D delta_0, whose spectrum is the
-        # constant D), over n for the inverse transform (run unnormalized); the real kernel's half spectrum
-        # extended by Hermitian symmetry
-        kf = passes.full_spectrum(torch.fft.rfft(k, n=n), d, n)
-        if w is None:
-            w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
-        y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u
-        out = _new_output(u, channels, layout)
-        passes.unpack(y, out, activation)
-        if any(ctx.needs_input_grad[:3]):
+        kf = kernel_spectrum(k, d, 2 * u.shape[-1], impl)  # (C, H, n)
+        need_grad = any(ctx.needs_input_grad[:3])
+        if need_grad:
             ctx.save_for_backward(kf)
-            # intermediates (not outputs) kept as attributes so that backward can free them as soon as used
-            ctx.w, ctx.y = w, y
-            ctx.meta = (activation, impl, lk, u.shape, _dense_stride(u), u.dtype)
-        return out
+        return conv_forward(ctx, u, kf, w, activation, layout, impl, k.shape[-1], need_grad)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
         (kf,) = ctx.saved_tensors
-        w, y = ctx.w, ctx.y
-        ctx.w = ctx.y = None
-        activation, impl, lk, u_shape, u_stride, u_dtype = ctx.meta
         need_u, need_k, need_d = ctx.needs_input_grad[:3]
-        passes = _passes(impl)
-        gf = passes.pack(grad_out, y.shape[-1], y.dtype, y, activation)  # (B2, C, H, n): packed dL/dz
-        del y
-        gf = torch.fft.fft(gf)
-        gu_f, s = passes.spectral_bwd(gf, w, kf, need_u, need_k or need_d)  # (B2, H, n), (C, H, n)
-        del w
-        grad_u = grad_k = grad_d = None
-        if need_u:
-            x = torch.fft.ifft(gu_f, norm="forward")  # (B2, H, n): packed correlation of the gradient with k
-            del gf, gu_f
-            grad_u = _empty_like_input(u_shape, u_stride, u_dtype, x.device)
-            passes.unpack(x.unsqueeze(1), grad_u.unsqueeze(1))
-            del x  # before the kernel's gradient spectrum is transformed: one (B2, H, n) spectrum less at the peak
-        if need_k or need_d:
-            grad_full = torch.fft.ifft(s).real  # (C, H, n): gradient of the kernel k + d delta_0
-            grad_k = grad_full[..., :lk] if need_k else None
-            grad_d = grad_full[..., 0] if need_d else None
+        lk = ctx.meta[2]
+        grad_u, grad_full = conv_backward(ctx, grad_out, kf, need_u, need_k or need_d)
+        grad_k = grad_full[..., :lk] if need_k else None
+        grad_d = grad_full[..., 0] if need_d else None
         return grad_u, grad_k, grad_d, None, None, None, None
 
 

@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .fftconv import bidirectional_kernel, fft_conv, input_spectrum
-from .kernels import DiagKernel, DPLRKernel
+from .fftconv import bidirectional_kernel, fft_conv, input_spectrum, resolve_impl
+from .kernel_conv import kernel_conv
+from .kernels import DiagKernel, DPLRKernel, graphs
 
 MODES = ("s4", "s4d", "dss")
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh, "identity": nn.Identity}
@@ -76,19 +77,44 @@ class SSMLayer(nn.Module):
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
         u = x if self.transposed else x.transpose(-1, -2)  # (B, H, L), a view: fft_conv reads any strides
         length = u.shape[-1]
-        # the input's FFT first: on a GPU it runs while the host is still issuing the kernel's many small ops
-        spectrum = input_spectrum(u) if u.dtype == self.d.dtype else None
-        k = self.kernel(length, rate=rate)  # (C', H, L)
-        if self.bidirectional:
-            k = bidirectional_kernel(k.view(2, self.channels, self.h, length))  # (C, H, 2L)
         # the D skip and the activation are fused into the FFT convolution; the output is laid out for what
         # follows: (B, C, H, L) memory for the transposed layer, (B, L, C, H) for the position-wise projection
-        y = fft_conv(u, k, self.d, activation=self.activation_name,
-                     layout="bchl" if self.transposed else "blch", u_spectrum=spectrum)  # (B, C, H, L)
+        layout = "bchl" if self.transposed else "blch"
+        y = self._replayed_conv(u, rate, layout)  # (B, C, H, L)
+        if y is None:
+            # the input's FFT first: on a GPU it runs while the host is still issuing the kernel's many small ops
+            spectrum = input_spectrum(u) if u.dtype == self.d.dtype else None
+            k = self._conv_kernel(self.kernel(length, rate=rate))  # (C, H, L) or (C, H, 2L)
+            y = fft_conv(u, k, self.d, activation=self.activation_name, layout=layout, u_spectrum=spectrum)
         if self.transposed:
             y = self.dropout(y.flatten(1, 2))  # (B, C*H, L)
             return y if self.output == "none" else self._project(y.transpose(-1, -2)).transpose(-1, -2)
         return self._project(self.dropout(y.permute(0, 3, 1, 2).flatten(2)))  # (B, L, C*H) -> (B, L, H)
+
+    def _conv_kernel(self, k: Tensor) -> Tensor:
+        """The kernel (C', H, L) as the convolution takes it: itself, or for a bidirectional layer its two halves
+        back to back, (C, H, 2L)."""
+        if self.bidirectional:
+            return bidirectional_kernel(k.view(2, self.channels, self.h, k.shape[-1]))
+        return k
+
+    def _replayed_conv(self, u: Tensor, rate: float, layout: str) -> Tensor | None:
+        """The convolution as one autograd node with the kernel replayed from its CUDA graph
+        (:mod:`ssm_core.kernel_conv`), or None where the two-node path runs (CPU, graphs off or not captured yet,
+        one row, autocast, a kernel computed eagerly)."""
+        if not (u.is_cuda and u.shape[0] > 1 and u.dtype == self.d.dtype in (torch.float32, torch.float64)
+                and graphs.enabled() and not torch.is_autocast_enabled(u.device.type)):
+            return None
+        length = u.shape[-1]
+        parts = self.kernel.graph_parts(length, rate)
+        if parts is None:
+            return None
+        key, kernel_fn, params = parts
+        entry = graphs.lookup(graphs.cache_of(self), ("conv", self.bidirectional, key),
+                              lambda *t: self._conv_kernel(kernel_fn(*t)), params)
+        if entry is None:
+            return None
+        return kernel_conv(u, self.d, entry, params, self.activation_name, layout, resolve_impl(None, u.device))
 
     def _project(self, y: Tensor) -> Tensor:
         """position-wise output (linear, GLU, or none): (..., C*H) -> (..., H)."""

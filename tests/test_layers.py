@@ -6,6 +6,7 @@ import torch
 
 from ssm_core import SequenceModel, SSMLayer
 from ssm_core.fftconv import bidirectional_kernel, fft_conv
+from ssm_core.kernels.graphs import Entry, captured
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])  # triton: the fused step (interpreter on CPU)
@@ -147,7 +148,7 @@ def _train_losses(mode: str, graphs: bool, monkeypatch, **kwargs) -> tuple[list[
             with torch.no_grad():
                 losses.append(((model(x) - y) ** 2).mean().item())
             model.train()
-    return losses, sum(len(getattr(layer.kernel, "_kernel_graphs", ())) for layer in model)
+    return losses, captured(model)
 
 
 @needs_cuda
@@ -164,6 +165,122 @@ def test_training_with_kernel_graphs_matches_eager(mode, kwargs, monkeypatch):
     assert captured > 0
     worst = max(abs(a - b) / abs(b) for a, b in zip(graphed, eager))
     assert worst <= 1e-6, (worst, graphed, eager)
+
+
+class _Run:
+    """Stands in for a CUDA graph on the CPU: replay() runs the function."""
+
+    def __init__(self, fn) -> None:
+        self.replay = fn
+
+
+def _eager_entry(fn, params: list[torch.Tensor]) -> Entry:
+    """An Entry whose 'graphs' compute fn(*params) eagerly into the static tensors a capture leaves: the forward's
+    output in ``out``, the parameters' gradients for the one in ``grad_out`` in ``flat``."""
+    entry = Entry()
+    trainable = [p for p in params if p.requires_grad]
+    with torch.no_grad():
+        entry.out = fn(*params).clone()
+    entry.grad_out = torch.empty_like(entry.out)
+    entry.sizes, entry.shapes = [p.numel() for p in trainable], [p.shape for p in trainable]
+    entry.mask = [p.requires_grad for p in params]
+    entry.flat = torch.empty(sum(entry.sizes), dtype=entry.out.dtype)
+
+    def forward() -> None:
+        with torch.no_grad():
+            entry.out.copy_(fn(*params))
+
+    def backward() -> None:
+        aliases = [p.detach().requires_grad_(p.requires_grad) for p in params]
+        with torch.enable_grad():
+            grads = torch.autograd.grad(fn(*aliases), [a for a in aliases if a.requires_grad], entry.grad_out)
+        entry.flat.copy_(torch.cat([g.reshape(-1) for g in grads]))
+
+    entry.fwd, entry.bwd = _Run(forward), _Run(backward)
+    return entry
+
+
+@pytest.mark.parametrize("mode,kwargs", [("s4d", {}), ("s4", {}), ("dss", {}), ("s4d", {"bidirectional": True}),
+                                         ("s4", {"channels": 2, "output": "linear"})])
+@pytest.mark.parametrize("transposed", [True, False])
+def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, transposed, gen):
+    """The one-node path (the kernel replayed from its graph and the FFT convolution: ssm_core/kernel_conv.py)
+    gives the output and the gradients of u, D and every kernel parameter of the two-node path (kernel, then
+    fft_conv), float64 on fresh random inputs; its graphs here are stand-ins that run the same ops eagerly."""
+    from ssm_core.kernel_conv import kernel_conv
+
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    layer = SSMLayer(6, 8, mode=mode, transposed=transposed, backend="torch", **kwargs).double()
+    length = 37
+    u = torch.randn(5, 6, length, dtype=torch.float64, requires_grad=True)  # (B, H, L), B odd: one row unpaired
+    layout = "bchl" if transposed else "blch"
+    _, kernel_fn, params = layer.kernel.graph_parts(length)
+    entry = _eager_entry(lambda *t: layer._conv_kernel(kernel_fn(*t)), params)
+    trainable = [u, layer.d, *[p for p in params if p.requires_grad]]
+    out = kernel_conv(u, layer.d, entry, params, "gelu", layout, "torch")
+    ref = fft_conv(u, layer._conv_kernel(layer.kernel(length)), layer.d, "gelu", layout, impl="torch")
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    assert out.stride() == ref.stride()
+    g = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad(out, trainable, g), torch.autograd.grad(ref, trainable, g)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    frozen = [i for i, p in enumerate(params) if not p.requires_grad]
+    if frozen:  # DSS's B: no gradient returned for it
+        node = kernel_conv(u, layer.d, entry, params, "gelu", layout, "torch").grad_fn
+        grads = node.apply(g)
+        assert all(grads[6 + i] is None for i in frozen)
+
+
+def test_one_node_path_is_for_cuda_with_graphs():
+    """On the CPU the layer takes the two-node path (nothing is captured)."""
+    layer = SSMLayer(4, 8, mode="s4d", backend="torch")
+    layer(torch.randn(2, 16, 4)).sum().backward()
+    assert captured(layer) == 0 and layer._replayed_conv(torch.randn(2, 4, 16), 1.0, "bchl") is None
+
+
+@needs_cuda
+@pytest.mark.parametrize("mode,kwargs", [("s4d", {}), ("s4", {}), ("dss", {}), ("s4d", {"bidirectional": True}),
+                                         ("s4", {"channels": 2, "output": "linear"})])
+def test_one_node_path_on_cuda_matches_eager(mode, kwargs, monkeypatch, gen):
+    """On CUDA with graphs on, from the second call the layer's kernel and convolution run as one node with the
+    kernel replayed from the layer's graph: outputs and gradients of the input and every parameter equal the eager
+    two-node path, across in-place parameter updates, with earlier outputs held (not overwritten), and under
+    no_grad."""
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    layer = SSMLayer(16, 16, mode=mode, transposed=True, **kwargs).cuda()
+    params = [p for p in layer.parameters() if p.requires_grad]
+    held = []
+    for call in range(4):  # call 1: two nodes (first sight), call 2 captures, calls 3 and 4 replay
+        with torch.no_grad():
+            for p in params:
+                p.add_(0.01 * torch.randn_like(p))
+        x = torch.randn(3, 16, 200, device="cuda", requires_grad=True)
+        monkeypatch.setenv("SSM_KERNEL_GRAPHS", "1")
+        y = layer(x)
+        if call:
+            assert type(y.grad_fn).__name__ == "_KernelConvBackward"
+        g = torch.randn_like(y)
+        grads = torch.autograd.grad(y, [x, *params], g)
+        monkeypatch.setenv("SSM_KERNEL_GRAPHS", "0")
+        y_ref = layer(x)
+        ref = torch.autograd.grad(y_ref, [x, *params], g)
+        assert _rel(y, y_ref) < 1e-6 and all(_rel(a, b) < 1e-5 for a, b in zip(grads, ref))
+        held.append((y, y_ref.detach()))
+    assert captured(layer) == 1
+    for y, y_ref in held:
+        assert _rel(y, y_ref) < 1e-6
+    monkeypatch.setenv("SSM_KERNEL_GRAPHS", "1")
+    with torch.no_grad():
+        plain = [layer(x) for _ in range(3)]  # two nodes, capture (forward only), replay
+        expected = layer(x)
+    monkeypatch.setenv("SSM_KERNEL_GRAPHS", "0")
+    with torch.no_grad():
+        eager = layer(x)
+    assert all(_rel(y, eager) < 1e-6 for y in plain + [expected])
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
 # ---------------------------------------------------------------------------------------------- pooling over padding

@@ -12,6 +12,8 @@ row sum alone).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
@@ -276,9 +278,13 @@ class DiagKernel(nn.Module):
 
         On a GPU, replayed from a CUDA graph after the first call with these arguments (:mod:`.graphs`;
         SSM_KERNEL_GRAPHS=0 turns it off)."""
+        return run_graphed(cache_of(self), *self.graph_parts(length, rate))
+
+    def graph_parts(self, length: int, rate: float = 1.0) -> tuple[tuple, Callable[..., Tensor], list[Tensor]]:
+        """(key, fn, params) with fn(*params) = K (channels, H, length): what :mod:`.graphs` captures and replays."""
         length, rate = int(length), float(rate)
-        return run_graphed(cache_of(self), (length, rate, self.backend), lambda *t: self._kernel(length, rate, *t),
-                           [self.log_dt, self.a_real, self.a_imag, self.b, self.c])
+        return ((length, rate, self.backend), lambda *t: self._kernel(length, rate, *t),
+                [self.log_dt, self.a_real, self.a_imag, self.b, self.c])
 
     def _kernel(self, length: int, rate: float, log_dt: Tensor, a_real: Tensor, a_imag: Tensor, b: Tensor,
                 c: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ Conjugate symmetry: only one mode of each conjugate pair is stored; the symmetri
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -157,6 +158,17 @@ class DPLRKernel(nn.Module):
         if rate == 1.0 and length <= l_kernel:  # K_0 .. K_{L-1} do not depend on L: truncate the stored one
             return self._kernel(l_kernel, as_complex(self.c), rate)[..., :length]
         return self._kernel(length, self.c_tilde(length, rate), rate)
+
+    def graph_parts(self, length: int, rate: float = 1.0) -> tuple[tuple, Callable[..., Tensor], list[Tensor]] | None:
+        """(key, fn, params) with fn(*params) = K (channels, H, length) for :mod:`.graphs` to capture and replay, or
+        None where K is not replayed (C~ computed for another length or rate, or rank > 1)."""
+        length = int(length)
+        l_kernel = self._length(length)
+        if rate != 1.0 or length > l_kernel or self.p.shape[0] != 1:
+            return None
+        return ((l_kernel, 1.0, self.backend, length),
+                lambda *t: self._kernel_eager(l_kernel, as_complex(t[-1]), 1.0, *t[:-1])[..., :length],
+                [self.log_dt, self.a_real, self.a_imag, self.p, self.b, self.c])
 
     def _kernel(self, length: int, c: Tensor, rate: float) -> Tensor:
         """K (channels, H, length) from C~ (channels, H, N/2) (S4 Algorithm 1, steps 2-5).

@@ -55,14 +55,22 @@ def enabled() -> bool:
     return value == "1"
 
 
-class _Entry:
+class Entry:
     """One captured key: forward (and backward) graphs and their static tensors."""
 
     __slots__ = ("fwd", "bwd", "out", "grad_out", "flat", "sizes", "shapes", "mask")
 
+    def gradients(self) -> tuple[Tensor | None, ...]:
+        """Replay the backward graph on the gradient in ``grad_out``: fresh gradients of the parameters, in their
+        order (None for those that do not require grad)."""
+        self.bwd.replay()
+        parts = iter(torch.split(self.flat.clone(), self.sizes))
+        shapes = iter(self.shapes)
+        return tuple(next(parts).view(next(shapes)) if need else None for need in self.mask)
+
 
 class GraphCache:
-    """Per-module cache: key -> None (seen once, ran eagerly), an _Entry, or _FAILED (eager from now on).
+    """Per-module cache: key -> None (seen once, ran eagerly), an Entry, or _FAILED (eager from now on).
 
     Copies and pickles of a module get an empty cache (graphs belong to one set of parameter storages).
     """
@@ -80,7 +88,7 @@ class GraphCache:
         self.entries = OrderedDict()
 
     def __len__(self) -> int:
-        return sum(isinstance(e, _Entry) for e in self.entries.values())
+        return sum(isinstance(e, Entry) for e in self.entries.values())
 
 
 def cache_of(module: torch.nn.Module) -> GraphCache:
@@ -91,12 +99,34 @@ def cache_of(module: torch.nn.Module) -> GraphCache:
     return cache
 
 
+def captured(module: torch.nn.Module) -> int:
+    """How many keys of the module and its submodules are replayed from CUDA graphs now."""
+    return sum(len(m.__dict__.get("_kernel_graphs", ())) for m in module.modules())
+
+
 def run(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[Tensor]) -> Tensor:
     """fn(*params) computes a tensor from ``params`` (and constants fixed by ``key``) with torch / Triton ops, using
     no other tensor with autograd history; return the same value, with autograd to the parameters, from a graph
     replay where possible."""
-    if not _usable(params):
+    entry = lookup(cache, key, fn, params)
+    if entry is None:
         return fn(*params)
+    if entry.bwd is not None:
+        return _Replay.apply(entry, *params)
+    entry.fwd.replay()
+    return entry.out.clone()
+
+
+def lookup(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[Tensor]) -> "Entry | None":
+    """The captured graphs of fn(*params) for this call (captured on the key's second call), or None where the
+    caller computes fn eagerly this time (graphs off or unusable, first sight of the key, a failed capture).
+
+    For callers that put the replay inside an autograd node of their own: ``entry.fwd.replay()`` leaves the value
+    in ``entry.out`` (static: read it before the next replay of the key); with ``entry.bwd`` (captured when grad
+    mode is on and a parameter requires grad), write the output's gradient into ``entry.grad_out`` and call
+    ``entry.gradients()`` for the parameters'."""
+    if not _usable(params):
+        return None
     grad = torch.is_grad_enabled() and any(p.requires_grad for p in params)
     full = (key, grad, torch.is_autocast_enabled("cuda"), torch.cuda.current_device(),
             *[(p.data_ptr(), p.dtype, p.shape, p.requires_grad) for p in params])
@@ -105,7 +135,7 @@ def run(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[T
         entries[full] = None
         while len(entries) > 2 * CAPACITY:
             entries.popitem(last=False)
-        return fn(*params)
+        return None
     state = entries[full]
     if state is None:
         try:
@@ -118,12 +148,9 @@ def run(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[T
         entries[full] = state
         _trim(entries)
     if state is _FAILED:
-        return fn(*params)
+        return None
     entries.move_to_end(full)
-    if grad:
-        return _Replay.apply(state, *params)
-    state.fwd.replay()
-    return state.out.clone()
+    return state
 
 
 def _usable(params: list[Tensor]) -> bool:
@@ -131,7 +158,7 @@ def _usable(params: list[Tensor]) -> bool:
 
 
 def _trim(entries: OrderedDict) -> None:
-    captured = [k for k, e in entries.items() if isinstance(e, _Entry)]
+    captured = [k for k, e in entries.items() if isinstance(e, Entry)]
     for k in captured[:max(0, len(captured) - CAPACITY)]:
         del entries[k]
 
@@ -143,7 +170,7 @@ def _aliases(params: list[Tensor], grad: bool) -> tuple[list[Tensor], list[Tenso
     return inputs, [a for a in inputs if a.requires_grad]
 
 
-def _capture(fn: Callable[..., Tensor], params: list[Tensor], grad: bool) -> _Entry:
+def _capture(fn: Callable[..., Tensor], params: list[Tensor], grad: bool) -> Entry:
     # warm-up on a side stream, as torch.cuda.make_graphed_callables does (lazy initializations stay out)
     torch.cuda.synchronize()
     side = torch.cuda.Stream()
@@ -157,7 +184,7 @@ def _capture(fn: Callable[..., Tensor], params: list[Tensor], grad: bool) -> _En
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     del out, inputs, trainable
-    entry = _Entry()
+    entry = Entry()
     pool = torch.cuda.graph_pool_handle()
     inputs, trainable = _aliases(params, grad)
     entry.fwd = torch.cuda.CUDAGraph()
@@ -182,7 +209,7 @@ class _Replay(torch.autograd.Function):
     """Forward: replay, copy the output out. Backward: copy the gradient in, replay, copy the gradients out."""
 
     @staticmethod
-    def forward(ctx, entry: _Entry, *params: Tensor) -> Tensor:
+    def forward(ctx, entry: Entry, *params: Tensor) -> Tensor:
         ctx.entry = entry
         entry.fwd.replay()
         return entry.out.clone()
@@ -190,9 +217,5 @@ class _Replay(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        entry = ctx.entry
-        entry.grad_out.copy_(grad)
-        entry.bwd.replay()
-        parts = iter(torch.split(entry.flat.clone(), entry.sizes))
-        shapes = iter(entry.shapes)
-        return (None, *[next(parts).view(next(shapes)) if need else None for need in entry.mask])
+        ctx.entry.grad_out.copy_(grad)
+        return (None, *ctx.entry.gradients())

@@ -1,0 +1,63 @@
+"""The SSM kernel replayed from its CUDA graph and the FFT convolution, as one autograd node.
+
+An S4 / S4D layer's training step at short lengths waits for the host: the GPU work of a step at H = 128, B = 32,
+L = 1024 is ~0.3 ms, issuing it ~1.1 ms. Apart from the ops themselves, each custom autograd node costs the
+host its own dispatch, and in the backward the autograd engine's device thread runs every Python call of a
+node's backward (on an H200 host the same backward ran 344 us there against 187 us on the calling thread).
+Here the kernel generation (:mod:`ssm_core.kernels.graphs`) and the convolution (:mod:`ssm_core.fftconv`) share
+one node: the forward replays the kernel's graph and convolves with its static output (no copy of K); the
+backward computes the convolution's gradients, writes the kernel's into the graph's static input and replays the
+kernel's backward graph. Same formulas and passes as the two nodes it replaces (:func:`ssm_core.fftconv.conv_forward`,
+:func:`ssm_core.fftconv.conv_backward`, :meth:`ssm_core.kernels.graphs.Entry.gradients`), so the same values.
+
+Used by :class:`ssm_core.layers.SSMLayer` where the kernel's graph is replayed (CUDA, SSM_KERNEL_GRAPHS on, the
+key captured), the batch has more than one row and autocast is off; elsewhere the layer takes the two nodes.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from .fftconv import conv_backward, conv_forward, kernel_spectrum
+from .kernels.graphs import Entry
+
+
+class _KernelConv(torch.autograd.Function):
+    """u (B, H, L), d (C, H), the kernel's parameters -> act(u * K + D u), K from the entry's graphs."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, d: Tensor, entry: Entry, activation: str, layout: str, impl: str,
+                *params: Tensor) -> Tensor:
+        entry.fwd.replay()
+        k = entry.out  # (C, H, Lk), static: its spectrum is taken before anything replays the graph again
+        kf = kernel_spectrum(k, d, 2 * u.shape[-1], impl)  # (C, H, n)
+        need_grad = any(ctx.needs_input_grad)
+        if need_grad:
+            ctx.save_for_backward(kf)
+            ctx.entry = entry
+        return conv_forward(ctx, u, kf, None, activation, layout, impl, k.shape[-1], need_grad)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        (kf,) = ctx.saved_tensors
+        need_u, need_d = ctx.needs_input_grad[:2]
+        need_params = any(ctx.needs_input_grad[6:])
+        lk = ctx.meta[2]
+        grad_u, grad_full = conv_backward(ctx, grad_out, kf, need_u, need_d or need_params)
+        grad_d = grad_full[..., 0] if need_d else None
+        params_grads = (None,) * (len(ctx.needs_input_grad) - 6)
+        if need_params:
+            ctx.entry.grad_out.copy_(grad_full[..., :lk])
+            params_grads = ctx.entry.gradients()
+        return (grad_u, grad_d, None, None, None, None, *params_grads)
+
+
+def kernel_conv(u: Tensor, d: Tensor, entry: Entry, params: list[Tensor], activation: str, layout: str,
+                impl: str) -> Tensor:
+    """act(u * K + D u) for u (B, H, L) real (B > 1), d (C, H), K (C, H, Lk) the output of ``entry``'s graphs
+    (:func:`ssm_core.kernels.graphs.lookup` of ``params``): (B, C, H, L) in ``layout`` ('bchl' | 'blch'), with
+    autograd to u, d and ``params``. What :func:`ssm_core.fftconv.fft_conv` (u, K, d, ...) computes; u, d and K
+    share one float dtype, and autocast is off (the caller checks)."""
+    return _KernelConv.apply(u, d, entry, activation, layout, impl, *params)
