@@ -306,18 +306,22 @@ def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
              ", with the CUDA extension built from it, and our layer (output 'none', the same computation: kernel, "
              "FFT convolution, D skip, GELU), N = 64, on the same input and output gradient in the same process: "
              f"medians of {rows[0]['rounds']} interleaved rounds of one forward+backward. `ours / official` below 1 "
-             f"means ours is faster; target: <= {official.SIDE_BY_SIDE_LAYER_TARGET} at every size.", ""]
+             f"means ours is faster (the ratio of the medians); target: <= {official.SIDE_BY_SIDE_LAYER_TARGET} at "
+             f"every size. `rounds' ratios`: the lowest and highest of ours / official within one round (the two "
+             f"measured one after the other), how far the host's noise moves a single pair.", ""]
     table = []
     for r in rows:
         if "error" in r:
-            table.append([r["mode"].upper(), r["H"], r["B"], r["L"], "X", "X", "X", "X", "X", "-", r["error"][:80]])
+            table.append([r["mode"].upper(), r["H"], r["B"], r["L"], "X", "X", "X", "X", "X", "X", "-",
+                          r["error"][:80]])
             continue
         met = "yes" if r["ratio"] <= official.SIDE_BY_SIDE_LAYER_TARGET else "no"
         table.append([r["mode"].upper(), r["H"], r["B"], r["L"], f"{r['ours_ms']:.3f}", f"{r['official_ms']:.3f}",
-                      f"{r['ratio']:.2f}", _fmt(r["ours_mib"], 4), _fmt(r["official_mib"], 4), met, ""])
+                      f"{r['ratio']:.3f}", _round_ratios(r), _fmt(r["ours_mib"], 4), _fmt(r["official_mib"], 4),
+                      met, ""])
     lines.append(tabulate(table, headers=["layer", "H", "B", "L", "ours ms", "official ms", "ours / official",
-                                          "ours MiB", "official MiB", "met", "error"], tablefmt="github",
-                          disable_numparse=True))
+                                          "rounds' ratios", "ours MiB", "official MiB", "met", "error"],
+                          tablefmt="github", disable_numparse=True))
     graphed = [r for r in rows if any(k in r for k in ("ours_graph_ms", "ours_graph_error", "official_graph_error"))]
     if graphed:
         lines += ["", f"Each side's whole forward+backward captured in one CUDA graph after a warm-up and replayed "
@@ -336,13 +340,23 @@ def side_by_side_markdown(record: dict[str, Any]) -> list[str]:
                               if f"{side}_graph_error" in r)
             table.append([r["mode"].upper(), r["H"], r["B"], r["L"],
                           "X" if ours_ms is None else f"{ours_ms:.3f}", "X" if off_ms is None else f"{off_ms:.3f}",
-                          "X" if ratio is None else f"{ratio:.2f}", "X" if vs_eager is None else f"{vs_eager:.2f}",
+                          "X" if ratio is None else f"{ratio:.3f}", "X" if vs_eager is None else f"{vs_eager:.3f}",
                           _graph_met(r),
                           error])
         lines.append(tabulate(table, headers=["layer", "H", "B", "L", "ours graph ms", "official graph ms",
                                               "ours / official (both graphs)", "ours graph / official eager", "met",
                                               "error"], tablefmt="github", disable_numparse=True))
     return lines + [""]
+
+
+def _round_ratios(row: dict[str, Any]) -> str:
+    """'lowest-highest' of ours / official over the interleaved rounds ('-' without per-round times)."""
+    times = row.get("times") or {}
+    pairs = list(zip(times.get("ours") or [], times.get("official") or []))
+    if not pairs:
+        return "-"
+    ratios = [a / b for a, b in pairs]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
 
 def _graph_met(row: dict[str, Any]) -> str:
@@ -514,7 +528,8 @@ def markdown_table(record: dict[str, Any]) -> str:
         lines += [f"Host time of one forward+backward where the GPU work is negligible (H = {hr['H']}, B = {hr['B']}, "
                   f"L = {hr['L']}): what "
                   "issuing the ops costs at any size; a step is host-bound when this exceeds its GPU time. 'graphs': "
-                  "the kernel generation replayed from CUDA graphs (SSM_KERNEL_GRAPHS) or run eagerly.", ""]
+                  "the kernel generation replayed from CUDA graphs (SSM_KERNEL_GRAPHS; the layer then runs the "
+                  "kernel and the FFT convolution as one autograd node) or run eagerly.", ""]
         lines.append(tabulate([[r["mode"].upper(), r["what"], "yes" if r["graphs"] else "no", r["host_ms"]]
                                for r in record["host"]], headers=["layer", "what", "graphs", "host ms"],
                               tablefmt="github"))
@@ -540,7 +555,8 @@ def markdown_table(record: dict[str, Any]) -> str:
               "FFT convolution (rfft / irfft, D skip and activation as separate ops); 'kernel only' = the SSM "
               "kernel's generation (Cauchy / Vandermonde and the rest) forward+backward; 'conv only' = the fused "
               "FFT convolution with a given kernel. 'graphs': the kernel generation replayed from CUDA graphs "
-              "(SSM_KERNEL_GRAPHS, ssm_core/kernels/graphs.py) or run eagerly. 'kept MiB': memory kept between steps "
+              "(SSM_KERNEL_GRAPHS, ssm_core/kernels/graphs.py; in 'layer' rows of more than one batch row with the "
+              "kernel and the convolution in one autograd node, ssm_core/kernel_conv.py) or run eagerly. 'kept MiB': memory kept between steps "
               "(with graphs, the static tensors of the kernel generation's CUDA graphs), included in the peak.", ""]
     return "\n".join(lines)
 

@@ -153,8 +153,11 @@ def test_layer_side_by_side_rows_and_table():
     text = "\n".join(bench.side_by_side_markdown({"side_by_side": rows, "official": {"checkout": "/x/s4"}}))
     assert text.startswith("## Side by side with the official extension (same process)")
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| S4")]
-    assert [c[6] for c in cells[:2]] == [f"{r['ratio']:.2f}" for r in rows[:2]]
-    assert cells[2][4] == "X" and "OutOfMemoryError" in cells[2][10]
+    assert [c[6] for c in cells[:2]] == [f"{r['ratio']:.3f}" for r in rows[:2]]
+    for r, c in zip(rows[:2], cells):  # the rounds' ratios: lowest-highest of the per-round pairs
+        per_round = [a / b for a, b in zip(r["times"]["ours"], r["times"]["official"])]
+        assert c[7] == f"{min(per_round):.2f}-{max(per_round):.2f}"
+    assert cells[2][4] == "X" and "OutOfMemoryError" in cells[2][11]
 
 
 def test_layer_side_by_side_graph_pass_and_its_table():
@@ -192,7 +195,7 @@ def test_layer_side_by_side_graph_pass_and_its_table():
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in graph_section.splitlines()
              if line.startswith("| S4")]
     assert len(cells) == 3
-    assert cells[0][6] == f"{rows[0]['graph_ratio']:.2f}" and cells[0][7] == f"{rows[0]['graph_vs_eager_ratio']:.2f}"
+    assert cells[0][6] == f"{rows[0]['graph_ratio']:.3f}" and cells[0][7] == f"{rows[0]['graph_vs_eager_ratio']:.3f}"
     assert cells[0][8] == ("yes" if rows[0]["graph_ratio"] <= 0.5 else "no")
     assert cells[2][4] == "X" and cells[2][8] == "-" and "not permitted" in cells[2][9]
 
@@ -220,7 +223,7 @@ def test_layer_side_by_side_graph_pass_and_its_table():
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in graph_section.splitlines()
              if line.startswith("| S4")]
     for r, c in zip(synced, cells):
-        assert c[5] == "X" and c[7] == f"{r['graph_vs_eager_ratio']:.2f}"
+        assert c[5] == "X" and c[7] == f"{r['graph_vs_eager_ratio']:.3f}"
         assert c[8] == ("yes" if r["graph_vs_eager_ratio"] <= 0.5 else "no") + " (vs eager)"
 
 
