@@ -1,9 +1,9 @@
 """The SSM kernel replayed from its CUDA graph and the FFT convolution, as one autograd node.
 
 An S4 / S4D layer's training step at short lengths waits for the host: the GPU work of a step at H = 128, B = 32,
-L = 1024 is ~0.3 ms, issuing it ~1.1 ms. Apart from the ops themselves, each custom autograd node costs the
-host its own dispatch, and in the backward the autograd engine's device thread runs every Python call of a
-node's backward (on an H200 host the same backward ran 344 us there against 187 us on the calling thread).
+L = 1024 is ~0.3 ms, issuing it ~1 ms or more. Apart from the ops themselves, each custom autograd node costs the
+host its own dispatch, and a CUDA backward runs on the autograd engine's device thread, where the same Python
+costs more than on the calling thread (on an H200 host the FFT convolution's backward node: 322 against 204 us).
 Here the kernel generation (:mod:`ssm_core.kernels.graphs`) and the convolution (:mod:`ssm_core.fftconv`) share
 one node: the forward replays the kernel's graph and convolves with its static output (no copy of K); the
 backward computes the convolution's gradients, writes the kernel's into the graph's static input and replays the
@@ -12,6 +12,10 @@ kernel's backward graph. Same formulas and passes as the two nodes it replaces (
 
 Used by :class:`ssm_core.layers.SSMLayer` where the kernel's graph is replayed (CUDA, SSM_KERNEL_GRAPHS on, the
 key captured), the batch has more than one row and autocast is off; elsewhere the layer takes the two nodes.
+Measured against the two nodes on an H200 (benchmarks/diagnostics/backward_thread_host.py, its log in
+results/diagnostics/): S4D 1.100 -> 0.940 ms and S4 1.138 -> 0.945 ms per forward+backward at H = 128, B = 32,
+L = 1024; the same time where the GPU work dominates. Kept between steps: the kernel's graphs, as before (the
+layer's graphs replace the kernel's own; no copy of K is made).
 """
 from __future__ import annotations
 

@@ -12,8 +12,10 @@ H = 256, B = 32, L = 4096 2.1-2.5 -> 1.6-1.7 ms (S4D) and 3.4-3.9 -> 1.85 ms (S4
 tests/test_ops.py::test_kernel_graph_replay_matches_eager (kernel and gradients equal eager autograd across in-place
 updates, with earlier outputs alive, accumulation, no-grad; LegS, FouT, LegS/FouT and S4D),
 tests/test_layers.py::test_training_with_kernel_graphs_matches_eager (24 AdamW steps of two-layer S4 / S4D / DSS /
-bidirectional models, several lengths, evaluation in between: the eager run's losses), and under DDP on two GPUs
-(tests/test_train.py). Captures go through detached aliases of the parameters (same storage, fresh autograd
+bidirectional models, several lengths, evaluation in between: the eager run's losses),
+tests/test_layers.py::test_one_node_path_on_cuda_matches_eager (the layer's replay inside the convolution's node:
+outputs and gradients of eager autograd), and under DDP on two GPUs (tests/test_train.py, before the layer's
+one-node path). Captures go through detached aliases of the parameters (same storage, fresh autograd
 leaves): a capture through the parameters themselves fails while an earlier autograd graph through them is alive.
 
 Semantics kept: every call returns fresh tensors (the graph's static output and gradients are copied out), so
@@ -23,6 +25,10 @@ DDP work as usual). The backward uses the intermediates of the latest forward re
 those of the call being differentiated unless the parameters were changed in place in between (which eager
 autograd would reject). Not differentiable twice. Memory: each captured key keeps its graph's intermediates
 (8 MiB per layer at H = 256, L = 4096, 64 MiB at H = 512, L = 16384; at most CAPACITY keys per module).
+
+Callers: the kernels' forward (:func:`run`, one autograd node of its own), and :class:`ssm_core.layers.SSMLayer`,
+which puts the replay inside the FFT convolution's node (:func:`lookup`, :mod:`ssm_core.kernel_conv`): one node
+less per step, the host's time being what a short-sequence step waits for.
 
 Off: with SSM_KERNEL_GRAPHS=0; on the CPU; while a CUDA graph is being captured by the caller; and for a key
 seen for the first time (that call runs eagerly, so that Triton compiles / autotunes and the FFT plans exist
