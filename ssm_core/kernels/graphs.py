@@ -14,8 +14,7 @@ updates, with earlier outputs alive, accumulation, no-grad; LegS, FouT, LegS/Fou
 tests/test_layers.py::test_training_with_kernel_graphs_matches_eager (24 AdamW steps of two-layer S4 / S4D / DSS /
 bidirectional models, several lengths, evaluation in between: the eager run's losses),
 tests/test_layers.py::test_one_node_path_on_cuda_matches_eager (the layer's replay inside the convolution's node:
-outputs and gradients of eager autograd), and under DDP on two GPUs (tests/test_train.py, before the layer's
-one-node path). Captures go through detached aliases of the parameters (same storage, fresh autograd
+outputs and gradients of eager autograd), and under DDP on two GPUs (tests/test_train.py). Captures go through detached aliases of the parameters (same storage, fresh autograd
 leaves): a capture through the parameters themselves fails while an earlier autograd graph through them is alive.
 
 Semantics kept: every call returns fresh tensors (the graph's static output and gradients are copied out), so
