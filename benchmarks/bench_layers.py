@@ -556,8 +556,8 @@ def markdown_table(record: dict[str, Any]) -> str:
               "kernel's generation (Cauchy / Vandermonde and the rest) forward+backward; 'conv only' = the fused "
               "FFT convolution with a given kernel. 'graphs': the kernel generation replayed from CUDA graphs "
               "(SSM_KERNEL_GRAPHS, ssm_core/kernels/graphs.py; in 'layer' rows of more than one batch row with the "
-              "kernel and the convolution in one autograd node, ssm_core/kernel_conv.py) or run eagerly. 'kept MiB': memory kept between steps "
-              "(with graphs, the static tensors of the kernel generation's CUDA graphs), included in the peak.", ""]
+              "kernel and the convolution in one autograd node, ssm_core/kernel_conv.py) or run eagerly. "
+              "'kept MiB': memory kept between steps (with graphs, the static tensors of the kernel generation's CUDA graphs), included in the peak.", ""]
     return "\n".join(lines)
 
 

@@ -87,9 +87,10 @@ def engine_threads() -> None:
             torch.cuda.synchronize()
             inside[0], inside[1] = 0.0, 0
             whole = host_us(step)
+            in_node = inside[0] / inside[1] * 1e6
             print(f"engine threads {'on ' if threads else 'off'}: FFT convolution (H {h}, B {b}, L {length}) "
-                  f"forward+backward {whole:.1f} us, of which inside its backward node {inside[0] / inside[1] * 1e6:.1f} "
-                  f"us; a custom node doing nothing, forward+backward {nothing:.1f} us", flush=True)
+                  f"forward+backward {whole:.1f} us, of which inside its backward node {in_node:.1f} us; a custom "
+                  f"node doing nothing, forward+backward {nothing:.1f} us", flush=True)
     finally:
         fftconv._FFTConv.backward = original
         torch.autograd.set_multithreading_enabled(True)

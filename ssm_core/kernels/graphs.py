@@ -14,8 +14,9 @@ updates, with earlier outputs alive, accumulation, no-grad; LegS, FouT, LegS/Fou
 tests/test_layers.py::test_training_with_kernel_graphs_matches_eager (24 AdamW steps of two-layer S4 / S4D / DSS /
 bidirectional models, several lengths, evaluation in between: the eager run's losses),
 tests/test_layers.py::test_one_node_path_on_cuda_matches_eager (the layer's replay inside the convolution's node:
-outputs and gradients of eager autograd), and under DDP on two GPUs (tests/test_train.py). Captures go through detached aliases of the parameters (same storage, fresh autograd
-leaves): a capture through the parameters themselves fails while an earlier autograd graph through them is alive.
+outputs and gradients of eager autograd), and under DDP on two GPUs (tests/test_train.py). Captures go through
+detached aliases of the parameters (same storage, fresh autograd leaves): a capture through the parameters
+themselves fails while an earlier autograd graph through them is alive.
 
 Semantics kept: every call returns fresh tensors (the graph's static output and gradients are copied out), so
 results held across calls are never overwritten; the parameters are read where they live, so in-place optimizer
@@ -122,7 +123,7 @@ def run(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[T
     return entry.out.clone()
 
 
-def lookup(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[Tensor]) -> "Entry | None":
+def lookup(cache: GraphCache, key: tuple, fn: Callable[..., Tensor], params: list[Tensor]) -> Entry | None:
     """The captured graphs of fn(*params) for this call (captured on the key's second call), or None where the
     caller computes fn eagerly this time (graphs off or unusable, first sight of the key, a failed capture).
 
@@ -163,8 +164,8 @@ def _usable(params: list[Tensor]) -> bool:
 
 
 def _trim(entries: OrderedDict) -> None:
-    captured = [k for k, e in entries.items() if isinstance(e, Entry)]
-    for k in captured[:max(0, len(captured) - CAPACITY)]:
+    kept = [k for k, e in entries.items() if isinstance(e, Entry)]
+    for k in kept[:max(0, len(kept) - CAPACITY)]:
         del entries[k]
 
 
