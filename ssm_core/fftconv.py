@@ -125,9 +125,12 @@ class _TorchPasses:
         return w.unsqueeze(1) * kf  # (B2, C, H, n)
 
     @staticmethod
-    def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool):
+    def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool, s_out: Tensor | None = None):
         gu_f = (gf * kf.conj()).sum(1) if need_u else None  # (B2, H, n)
-        s = (gf * w.unsqueeze(1).conj()).sum(0) if need_k else None  # (C, H, n)
+        s = None
+        if need_k:
+            s = (gf * w.unsqueeze(1).conj()).sum(0)  # (C, H, n)
+            s = s if s_out is None else s_out.copy_(s)
         return gu_f, s
 
 
@@ -195,10 +198,12 @@ def conv_forward(ctx, u: Tensor, kf: Tensor, w: Tensor | None, activation: str, 
     return out
 
 
-def conv_backward(ctx, grad_out: Tensor, kf: Tensor, need_u: bool, need_k: bool) -> tuple[Tensor | None,
-                                                                                          Tensor | None]:
-    """The gradients of :func:`conv_forward`'s output: for u (B, H, L), and for the kernel k + d delta_0 over the
-    n = 2L circle (C, H, n) real (None where not needed). Frees the intermediates kept on ``ctx`` as it goes."""
+def conv_backward(ctx, grad_out: Tensor, kf: Tensor, need_u: bool, need_k: bool,
+                  s_out: Tensor | None = None) -> tuple[Tensor | None, Tensor | None]:
+    """The gradients of :func:`conv_forward`'s output for u (B, H, L) and for the kernel's spectrum kf (C, H, n)
+    complex (autograd's convention for a complex tensor; written into ``s_out`` when given), None where not needed.
+    :func:`kernel_gradient` turns the second into the gradient of k + d delta_0. Frees the intermediates kept on
+    ``ctx`` as it goes."""
     w, y = ctx.w, ctx.y
     ctx.w = ctx.y = None
     activation, impl, _, u_shape, u_stride, u_dtype = ctx.meta
@@ -206,18 +211,22 @@ def conv_backward(ctx, grad_out: Tensor, kf: Tensor, need_u: bool, need_k: bool)
     gf = passes.pack(grad_out, y.shape[-1], y.dtype, y, activation)  # (B2, C, H, n): packed dL/dz
     del y
     gf = torch.fft.fft(gf)
-    gu_f, s = passes.spectral_bwd(gf, w, kf, need_u, need_k)  # (B2, H, n), (C, H, n)
+    gu_f, s = passes.spectral_bwd(gf, w, kf, need_u, need_k, s_out)  # (B2, H, n), (C, H, n)
     del w
-    grad_u = grad_full = None
+    grad_u = None
     if need_u:
         x = torch.fft.ifft(gu_f, norm="forward")  # (B2, H, n): packed correlation of the gradient with k
         del gf, gu_f
         grad_u = _empty_like_input(u_shape, u_stride, u_dtype, x.device)
         passes.unpack(x.unsqueeze(1), grad_u.unsqueeze(1))
         del x  # before the kernel's gradient spectrum is transformed: one (B2, H, n) spectrum less at the peak
-    if need_k:
-        grad_full = torch.fft.ifft(s).real  # (C, H, n): gradient of the kernel k + d delta_0
-    return grad_u, grad_full
+    return grad_u, s
+
+
+def kernel_gradient(s: Tensor) -> Tensor:
+    """The gradient of the kernel k + d delta_0 over the n = 2L circle, (C, H, n) real, from that of its spectrum
+    kf = FFT(k + d delta_0) / n (:func:`conv_backward`'s second result): Re IFFT(s)."""
+    return torch.fft.ifft(s).real
 
 
 class _FFTConv(torch.autograd.Function):
@@ -238,7 +247,8 @@ class _FFTConv(torch.autograd.Function):
         (kf,) = ctx.saved_tensors
         need_u, need_k, need_d = ctx.needs_input_grad[:3]
         lk = ctx.meta[2]
-        grad_u, grad_full = conv_backward(ctx, grad_out, kf, need_u, need_k or need_d)
+        grad_u, s = conv_backward(ctx, grad_out, kf, need_u, need_k or need_d)
+        grad_full = kernel_gradient(s) if need_k or need_d else None  # (C, H, n)
         grad_k = grad_full[..., :lk] if need_k else None
         grad_d = grad_full[..., 0] if need_d else None
         return grad_u, grad_k, grad_d, None, None, None, None

@@ -251,11 +251,15 @@ def spectral_fwd(w: Tensor, kf: Tensor) -> Tensor:
     return out
 
 
-def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool) -> tuple[Tensor | None, Tensor | None]:
-    """gf (B2, C, H, n) (overwritten), w (B2, H, n), kf (C, H, n) complex -> (sum_c gf conj(kf), sum_b gf conj(w))."""
+def spectral_bwd(gf: Tensor, w: Tensor, kf: Tensor, need_u: bool, need_k: bool,
+                 s_out: Tensor | None = None) -> tuple[Tensor | None, Tensor | None]:
+    """gf (B2, C, H, n) (overwritten), w (B2, H, n), kf (C, H, n) complex -> (sum_c gf conj(kf), sum_b gf conj(w));
+    the second written into ``s_out`` (contiguous, kf's shape) when given."""
     b2, c, h, n = gf.shape
     gf = gf.contiguous()
-    s = torch.empty(kf.shape, dtype=kf.dtype, device=kf.device) if need_k else None
+    s = None
+    if need_k:
+        s = torch.empty(kf.shape, dtype=kf.dtype, device=kf.device) if s_out is None else s_out
     _SPECTRAL_BWD(lambda meta: (cdiv(n, BLOCK_F), h), gf, w.contiguous(), kf.contiguous(), s if need_k else gf, b2,
                   c, h, n, NEED_U=need_u, NEED_K=need_k, BLOCK_F=BLOCK_F)
     return (gf[:, 0] if need_u else None), s

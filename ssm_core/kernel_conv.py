@@ -19,49 +19,72 @@ layer's graphs replace the kernel's own; no copy of K is made).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .fftconv import conv_backward, conv_forward, kernel_spectrum
+from .fftconv import conv_backward, conv_forward, kernel_gradient, kernel_spectrum
 from .kernels.graphs import Entry
 
 
 class _KernelConv(torch.autograd.Function):
-    """u (B, H, L), d (C, H), the kernel's parameters -> act(u * K + D u), K from the entry's graphs."""
+    """u (B, H, L), d (C, H), the kernel's parameters -> act(u * K + D u), K from the entry's graphs. With d None
+    the entry gives the spectrum of K + D delta_0 itself, D being its last parameter (:func:`spectrum_fn`)."""
 
     @staticmethod
-    def forward(ctx, u: Tensor, d: Tensor, entry: Entry, activation: str, layout: str, impl: str,
+    def forward(ctx, u: Tensor, d: Tensor | None, entry: Entry, activation: str, layout: str, impl: str,
                 *params: Tensor) -> Tensor:
         entry.fwd.replay()
-        k = entry.out  # (C, H, Lk), static: its spectrum is taken before anything replays the graph again
-        kf = kernel_spectrum(k, d, 2 * u.shape[-1], impl)  # (C, H, n)
+        if d is None:
+            kf = entry.out  # (C, H, n), static: the latest replay's (the same unless the parameters changed)
+            lk = 2 * u.shape[-1]
+        else:
+            kf = kernel_spectrum(entry.out, d, 2 * u.shape[-1], impl)  # (C, H, n); entry.out (C, H, Lk)
+            lk = entry.out.shape[-1]
         need_grad = any(ctx.needs_input_grad)
         if need_grad:
             ctx.save_for_backward(kf)
-            ctx.entry = entry
-        return conv_forward(ctx, u, kf, None, activation, layout, impl, k.shape[-1], need_grad)
+            ctx.entry, ctx.spectrum = entry, d is None
+        return conv_forward(ctx, u, kf, None, activation, layout, impl, lk, need_grad)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
         (kf,) = ctx.saved_tensors
+        entry = ctx.entry
         need_u, need_d = ctx.needs_input_grad[:2]
         need_params = any(ctx.needs_input_grad[6:])
-        lk = ctx.meta[2]
-        grad_u, grad_full = conv_backward(ctx, grad_out, kf, need_u, need_d or need_params)
-        grad_d = grad_full[..., 0] if need_d else None
         params_grads = (None,) * (len(ctx.needs_input_grad) - 6)
-        if need_params:
-            ctx.entry.grad_out.copy_(grad_full[..., :lk])
-            params_grads = ctx.entry.gradients()
+        grad_d = None
+        if ctx.spectrum:  # the graph takes the spectrum's gradient (the kernel parameters' and D's)
+            grad_u, _ = conv_backward(ctx, grad_out, kf, need_u, need_params, s_out=entry.grad_out)
+            if need_params:
+                params_grads = entry.gradients()
+            return (grad_u, None, None, None, None, None, *params_grads)
+        grad_u, s = conv_backward(ctx, grad_out, kf, need_u, need_d or need_params)
+        if need_d or need_params:
+            grad_full = kernel_gradient(s)  # (C, H, n): the gradient of K + D delta_0
+            grad_d = grad_full[..., 0] if need_d else None
+            if need_params:
+                entry.grad_out.copy_(grad_full[..., :ctx.meta[2]])
+                params_grads = entry.gradients()
         return (grad_u, grad_d, None, None, None, None, *params_grads)
 
 
-def kernel_conv(u: Tensor, d: Tensor, entry: Entry, params: list[Tensor], activation: str, layout: str,
+def spectrum_fn(kernel_fn: Callable[..., Tensor], n: int) -> Callable[..., Tensor]:
+    """For a graph of the kernel's spectrum: fn(*params, d) = the spectrum of K + d delta_0 over n points, over n,
+    (C, H, n) complex, with K = kernel_fn(*params) (C, H, Lk) (torch ops: differentiable, captured with the
+    kernel; what :func:`ssm_core.fftconv.kernel_spectrum` computes)."""
+    return lambda *t: kernel_spectrum(kernel_fn(*t[:-1]), t[-1], n, "torch")
+
+
+def kernel_conv(u: Tensor, d: Tensor | None, entry: Entry, params: list[Tensor], activation: str, layout: str,
                 impl: str) -> Tensor:
-    """act(u * K + D u) for u (B, H, L) real (B > 1), d (C, H), K (C, H, Lk) the output of ``entry``'s graphs
-    (:func:`ssm_core.kernels.graphs.lookup` of ``params``): (B, C, H, L) in ``layout`` ('bchl' | 'blch'), with
-    autograd to u, d and ``params``. What :func:`ssm_core.fftconv.fft_conv` (u, K, d, ...) computes; u, d and K
-    share one float dtype, and autocast is off (the caller checks)."""
+    """act(u * K + D u) for u (B, H, L) real (B > 1), with autograd to u, d and ``params``: (B, C, H, L) in
+    ``layout`` ('bchl' | 'blch'). ``entry``: the graphs (:func:`ssm_core.kernels.graphs.lookup`) of K (C, H, Lk)
+    from ``params``, with d (C, H); or, with d None, of :func:`spectrum_fn` (its last parameter is d). What
+    :func:`ssm_core.fftconv.fft_conv` (u, K, d, ...) computes; u, d and K share one float dtype, and autocast is
+    off (the caller checks)."""
     return _KernelConv.apply(u, d, entry, activation, layout, impl, *params)

@@ -14,10 +14,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .fftconv import bidirectional_kernel, fft_conv, input_spectrum, resolve_impl
-from .kernel_conv import kernel_conv
+from .kernel_conv import kernel_conv, spectrum_fn
 from .kernels import DiagKernel, DPLRKernel, graphs
 
 MODES = ("s4", "s4d", "dss")
+#: kernel sizes (channels x H x L) up to which the layer's CUDA graph also computes the kernel's spectrum (and D):
+#: two ops fewer per forward and four per backward, for statics of about 14 times the kernel's bytes kept between
+#: steps (28 MiB at this bound), where the step waits for the host; above it only the kernel is replayed
+SPECTRUM_IN_GRAPH_MAX = 2 ** 19
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh, "identity": nn.Identity}
 OUTPUTS = ("glu", "linear", "none")
 
@@ -110,11 +114,15 @@ class SSMLayer(nn.Module):
         if parts is None:
             return None
         key, kernel_fn, params = parts
-        entry = graphs.lookup(graphs.cache_of(self), ("conv", self.bidirectional, key),
-                              lambda *t: self._conv_kernel(kernel_fn(*t)), params)
+        conv_kernel = lambda *t: self._conv_kernel(kernel_fn(*t))  # noqa: E731 - (C, H, L) or (C, H, 2L)
+        d: Tensor | None = self.d
+        if self.channels * self.h * length <= SPECTRUM_IN_GRAPH_MAX:  # the kernel's spectrum and D in the graph too
+            conv_kernel, params, d = spectrum_fn(conv_kernel, 2 * length), [*params, self.d], None
+        entry = graphs.lookup(graphs.cache_of(self), ("conv", self.bidirectional, d is None, key), conv_kernel,
+                              params)
         if entry is None:
             return None
-        return kernel_conv(u, self.d, entry, params, self.activation_name, layout, resolve_impl(None, u.device))
+        return kernel_conv(u, d, entry, params, self.activation_name, layout, resolve_impl(None, u.device))
 
     def _project(self, y: Tensor) -> Tensor:
         """position-wise output (linear, GLU, or none): (..., C*H) -> (..., H)."""

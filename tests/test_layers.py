@@ -184,7 +184,7 @@ def _eager_entry(fn, params: list[torch.Tensor]) -> Entry:
     entry.grad_out = torch.empty_like(entry.out)
     entry.sizes, entry.shapes = [p.numel() for p in trainable], [p.shape for p in trainable]
     entry.mask = [p.requires_grad for p in params]
-    entry.flat = torch.empty(sum(entry.sizes), dtype=entry.out.dtype)
+    entry.flat = torch.empty(sum(entry.sizes), dtype=trainable[0].dtype)
 
     def forward() -> None:
         with torch.no_grad():
@@ -203,11 +203,14 @@ def _eager_entry(fn, params: list[torch.Tensor]) -> Entry:
 @pytest.mark.parametrize("mode,kwargs", [("s4d", {}), ("s4", {}), ("dss", {}), ("s4d", {"bidirectional": True}),
                                          ("s4", {"channels": 2, "output": "linear"})])
 @pytest.mark.parametrize("transposed", [True, False])
-def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, transposed, gen):
+@pytest.mark.parametrize("spectrum", [False, True])
+def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, transposed, spectrum, gen):
     """The one-node path (the kernel replayed from its graph and the FFT convolution: ssm_core/kernel_conv.py)
     gives the output and the gradients of u, D and every kernel parameter of the two-node path (kernel, then
-    fft_conv), float64 on fresh random inputs; its graphs here are stand-ins that run the same ops eagerly."""
-    from ssm_core.kernel_conv import kernel_conv
+    fft_conv), float64 on fresh random inputs, with the graph giving the kernel or its spectrum with D (the
+    gradient of a complex output in autograd's convention); its graphs here are stand-ins that run the same ops
+    eagerly."""
+    from ssm_core.kernel_conv import kernel_conv, spectrum_fn
 
     torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
     layer = SSMLayer(6, 8, mode=mode, transposed=transposed, backend="torch", **kwargs).double()
@@ -215,9 +218,13 @@ def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, tr
     u = torch.randn(5, 6, length, dtype=torch.float64, requires_grad=True)  # (B, H, L), B odd: one row unpaired
     layout = "bchl" if transposed else "blch"
     _, kernel_fn, params = layer.kernel.graph_parts(length)
-    entry = _eager_entry(lambda *t: layer._conv_kernel(kernel_fn(*t)), params)
-    trainable = [u, layer.d, *[p for p in params if p.requires_grad]]
-    out = kernel_conv(u, layer.d, entry, params, "gelu", layout, "torch")
+    conv_kernel = lambda *t: layer._conv_kernel(kernel_fn(*t))  # noqa: E731
+    d = layer.d
+    if spectrum:
+        conv_kernel, params, d = spectrum_fn(conv_kernel, 2 * length), [*params, layer.d], None
+    entry = _eager_entry(conv_kernel, params)
+    trainable = [u, *[p for p in {id(p): p for p in [layer.d, *params]}.values() if p.requires_grad]]
+    out = kernel_conv(u, d, entry, params, "gelu", layout, "torch")
     ref = fft_conv(u, layer._conv_kernel(layer.kernel(length)), layer.d, "gelu", layout, impl="torch")
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     assert out.stride() == ref.stride()
@@ -226,7 +233,7 @@ def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, tr
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     frozen = [i for i, p in enumerate(params) if not p.requires_grad]
     if frozen:  # DSS's B: no gradient returned for it
-        again = kernel_conv(u, layer.d, entry, params, "gelu", layout, "torch")  # (held: its node's saved tensors)
+        again = kernel_conv(u, d, entry, params, "gelu", layout, "torch")  # (held: its node's saved tensors)
         grads = again.grad_fn.apply(g)
         assert all(grads[6 + i] is None for i in frozen)
 
@@ -241,11 +248,15 @@ def test_one_node_path_is_for_cuda_with_graphs():
 @needs_cuda
 @pytest.mark.parametrize("mode,kwargs", [("s4d", {}), ("s4", {}), ("dss", {}), ("s4d", {"bidirectional": True}),
                                          ("s4", {"channels": 2, "output": "linear"})])
-def test_one_node_path_on_cuda_matches_eager(mode, kwargs, monkeypatch, gen):
+@pytest.mark.parametrize("spectrum", [True, False])
+def test_one_node_path_on_cuda_matches_eager(mode, kwargs, spectrum, monkeypatch, gen):
     """On CUDA with graphs on, from the second call the layer's kernel and convolution run as one node with the
-    kernel replayed from the layer's graph: outputs and gradients of the input and every parameter equal the eager
-    two-node path, across in-place parameter updates, with earlier outputs held (not overwritten), and under
-    no_grad."""
+    kernel (or, below SPECTRUM_IN_GRAPH_MAX, its spectrum with D) replayed from the layer's graph: outputs and
+    gradients of the input and every parameter equal the eager two-node path, across in-place parameter updates,
+    with earlier outputs held (not overwritten), and under no_grad."""
+    from ssm_core import layers
+
+    monkeypatch.setattr(layers, "SPECTRUM_IN_GRAPH_MAX", 2 ** 19 if spectrum else 0)
     torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
     layer = SSMLayer(16, 16, mode=mode, transposed=True, **kwargs).cuda()
     params = [p for p in layer.parameters() if p.requires_grad]
