@@ -19,8 +19,9 @@ from .kernels import DiagKernel, DPLRKernel, graphs
 
 MODES = ("s4", "s4d", "dss")
 #: kernel sizes (channels x H x L) up to which the layer's CUDA graph also computes the kernel's spectrum (and D):
-#: two ops fewer per forward and four per backward, for statics of about 14 times the kernel's bytes kept between
-#: steps (28 MiB at this bound), where the step waits for the host; above it only the kernel is replayed
+#: two ops fewer per forward and four per backward where the step waits for the host, for graph statics of about
+#: 8 times the kernel's bytes kept between steps (16 MiB at this bound in float32, against 4 MiB for the kernel's
+#: graph alone); above it only the kernel is replayed
 SPECTRUM_IN_GRAPH_MAX = 2 ** 19
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh, "identity": nn.Identity}
 OUTPUTS = ("glu", "linear", "none")
@@ -153,6 +154,8 @@ class SSMLayer(nn.Module):
         ``inplace``: the new state is written over ``state`` (and returned): no new tensor per step."""
         if not self._step_ready:
             self.setup_step()
-        y, state = self.kernel.step(u, state, out=state if inplace else None)  # (B, C, H)
-        y = y.to(u.dtype) + u[:, None, :] * self.d
+        fused = not (torch.is_grad_enabled() and self.d.requires_grad)  # the fused step gives D no gradient
+        y, state = self.kernel.step(u, state, out=state if inplace else None,
+                                    skip=self.d if fused else None)  # (B, C, H): C x (+ D u)
+        y = y.to(u.dtype) if fused else y.to(u.dtype) + u[:, None, :] * self.d
         return self._mix(y.flatten(1)), state

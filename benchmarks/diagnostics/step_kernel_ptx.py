@@ -1,14 +1,13 @@
-"""CPU (no GPU needed): compile the fused recurrent-step kernels for sm_90 as the JIT would specialize them at the
-generation budget's sizes (pointers and H, N divisible by 16), run the bundled ptxas, and print per kernel and warp
-count: registers, spill bytes, shared memory, and the global loads / stores with how many are 128-bit vectors.
+"""CPU (no GPU needed): compile the fused recurrent-step kernel for sm_90 as the JIT would specialize it at the
+full tier's Table 7 size (pointers and H, N divisible by 16; one output channel, the skip term fused), run the
+bundled ptxas, and print for the diagonal step and the DPLR step (diagonal plus rank one) and each warp count:
+registers, spill bytes, shared memory, and the global loads / stores with how many are 128-bit vectors.
 
     python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py] [--warps 4,8]
 
 A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
-The blocks are the ones the module picks for each kernel at batch 2048, H 256, N/2 32 (its ``_blocks``), and the
-warps default to each kernel's (its ``BLOCKS``). --module compiles another version of the module (e.g. an older
-commit's file) for comparison; a module without ``_blocks`` (the older per-row loop, BATCH rows of 32 features x
-32 modes) gets fixed blocks.
+The blocks are the ones the module picks at batch 3584, H 512, N/2 32 (its ``_blocks``), and the warps default to
+its ``BLOCKS``. --module compiles another copy of the module with the same kernel (e.g. an edited one).
 """
 from __future__ import annotations
 
@@ -25,10 +24,8 @@ from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, os.getcwd())
 
-#: (batch, features, modes) of the generation budget's Table 7 setting
-SIZE = (2048, 256, 32)
-#: blocks of the older per-row loop, which had no ``_blocks``
-OLDER_BLOCKS = {"BATCH": 16, "BLOCK_H": 32, "BLOCK_N": 32}
+#: (batch, features, modes) of the full tier's Table 7 setting
+SIZE = (3584, 512, 32)
 
 
 def _load(path: str):
@@ -66,24 +63,20 @@ def _compile(fn, blocks: dict[str, int], warps: int, ptxas: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--module", default=os.path.join("ssm_core", "ops", "step_triton.py"))
-    parser.add_argument("--warps", help="comma-separated warp counts (default: the module's NUM_WARPS)")
+    parser.add_argument("--warps", help="comma-separated warp counts (default: the module's BLOCKS)")
     args = parser.parse_args()
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     if not os.path.exists(ptxas):
         sys.exit(f"step_kernel_ptx.py needs the ptxas that ships with triton; not found at {ptxas}")
     module = _load(args.module)
     print(f"{args.module}, triton {triton.__version__}, target sm_90", flush=True)
-    for name, fn in (("diag", module._diag_step_kernel), ("dplr", module._dplr_step_kernel)):
-        per_kernel = hasattr(module, "BLOCKS")  # older modules: one setting for both kernels, or fixed blocks
-        if hasattr(module, "_blocks"):
-            sizes = module._blocks(*SIZE, name) if per_kernel else module._blocks(*SIZE)
-            blocks = dict(zip(("BLOCK_B", "BLOCK_H", "BLOCK_N"), sizes))
-        else:
-            blocks = OLDER_BLOCKS
-        default_warps = module.BLOCKS[name][2] if per_kernel else module.NUM_WARPS
+    rows, block_h, block_n = module._blocks(*SIZE)
+    _, _, default_warps, stages = module.BLOCKS
+    for name, rank1 in (("diag", False), ("dplr", True)):
+        blocks = {"CHANNELS": 1, "RANK1": rank1, "HAS_SKIP": True, "ROWS": rows, "BLOCK_H": block_h,
+                  "BLOCK_N": block_n, "STAGES": stages}
         for warps in ([int(w) for w in args.warps.split(",")] if args.warps else [default_warps]):
-            print(_compile(fn, blocks, warps, ptxas), flush=True)
-
+            print(f"{name}: " + _compile(module._step_kernel, blocks, warps, ptxas), flush=True)
 
 if __name__ == "__main__":
     main()

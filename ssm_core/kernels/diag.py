@@ -312,16 +312,20 @@ class DiagKernel(nn.Module):
             self.setup_step()
         return torch.zeros(batch_size, self.h, self.n // 2, dtype=self._step[0].dtype, device=self.log_dt.device)
 
-    def step(self, u: Tensor, x: Tensor, out: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real, new x (written into ``out`` when given;
-        ``out=x`` steps in place). The 'triton' backend runs the fused step (ssm_core.ops.step_triton)."""
+    def step(self, u: Tensor, x: Tensor, out: Tensor | None = None, skip: Tensor | None = None
+             ) -> tuple[Tensor, Tensor]:
+        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real (plus ``skip`` (channels, H) times u when
+        given: the D u of S4 eq. (1)), new x (written into ``out`` when given; ``out=x`` steps in place). The
+        'triton' backend runs the fused step (ssm_core.ops.step_triton)."""
         if self._step is None:
             self.setup_step()
         da, db, c = self._step
         if resolve_backend(self.backend, x.device) == "triton":
             from ..ops.step_triton import diag_step
 
-            return diag_step(x, u, da, db, c, out=out)
+            return diag_step(x, u, da, db, c, out=out, skip=skip)
         x = da * x + db * u.to(x.dtype)[..., None]
         y = 2 * torch.einsum("chn,bhn->bch", c, x).real
+        if skip is not None:
+            y = y + skip * u[:, None, :]
         return y, (x if out is None else out.copy_(x))

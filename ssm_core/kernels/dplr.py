@@ -257,21 +257,28 @@ class DPLRKernel(nn.Module):
         return torch.zeros(batch_size, self.h, self.n // 2, dtype=self._step["lam"].dtype,
                            device=self.log_dt.device)
 
-    def step(self, u: Tensor, x: Tensor, out: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real, new x (written into ``out`` when given;
-        ``out=x`` steps in place). The 'triton' backend runs the fused step (ssm_core.ops.step_triton) for rank 1
-        (LegS, FouT); a higher rank (LegT: 2) runs these torch operations on every backend."""
+    def step(self, u: Tensor, x: Tensor, out: Tensor | None = None, skip: Tensor | None = None
+             ) -> tuple[Tensor, Tensor]:
+        """u (B, H) real, x (B, H, N/2) complex -> y (B, channels, H) real (plus ``skip`` (channels, H) times u when
+        given: the D u of S4 eq. (1)), new x (written into ``out`` when given; ``out=x`` steps in place). The
+        'triton' backend runs the fused step (ssm_core.ops.step_triton) for rank 1 (LegS, FouT), from its
+        diagonal-plus-rank-one parts computed on its first call after each setup_step; a higher rank (LegT: 2)
+        runs these torch operations on every backend."""
         if self._step is None:
             self.setup_step()
         s = self._step
         if s["p"].shape[0] == 1 and resolve_backend(self.backend, x.device) == "triton":
-            from ..ops.step_triton import dplr_step
+            from ..ops.step_triton import dplr_rank1_step, dplr_step_parts
 
-            return dplr_step(x, u, s["lam"], s["p"][0], s["d"], s["b"], s["c"], s["half"][:, 0],
-                             s["inner"][:, 0, 0].contiguous(), out=out)
+            if "rank1" not in s:
+                s["rank1"] = dplr_step_parts(s["lam"], s["p"][0], s["d"], s["b"], s["half"][:, 0],
+                                             s["inner"][:, 0, 0])
+            return dplr_rank1_step(x, u, s["rank1"], s["c"], out=out, skip=skip)
         a0x = x + s["half"] * (s["lam"] * x - torch.einsum("rhn,bhr->bhn", s["p"], self._pstar(x).to(x.dtype)))
         x = self._apply_a1(a0x + s["b"] * u.to(x.dtype)[..., None])
         y = 2 * torch.einsum("chn,bhn->bch", s["c"], x).real
+        if skip is not None:
+            y = y + skip * u[:, None, :]
         return y, (x if out is None else out.copy_(x))
 
 
