@@ -8,12 +8,18 @@ allocator's history (torch.cuda.memory._record_memory_history, Python stacks) is
 allocated after the two warm-up steps (kept) and those live at the measured step's peak are summed by the line of
 this repository's code that allocated them (the innermost ssm_core / benchmarks frame of the stack).
 
-    python benchmarks/diagnostics/s4_layer_memory.py [H ...]      (default: 128 256 512)
+With ``--official PATH`` (a checkout of state-spaces/s4; its CUDA extension is built as for bench_layers.py), it
+also counts the official FFTConv (DPLR kernel, GELU, d_state H / 2, no output projection) and our layer with the
+same scope (output 'none', (B, H, L) input) the same way, at batch 1, length 1024: the Table 2 count of each.
+
+    python benchmarks/diagnostics/s4_layer_memory.py [H ...] [--official PATH]      (default: 128 256 512)
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -147,10 +153,59 @@ def case(h: int, graphs: str, fftconv: str, batch: int = 1, length: int = 1024) 
     del layer, u, grad
 
 
+def table2_count(make_layer, h: int, transposed: bool, batch: int = 1, length: int = 1024) -> float:
+    """MiB of the Table 2 count for a layer ``make_layer()`` puts on the GPU: the peak of its third forward +
+    backward (graphs and plans settle in the first two) minus what was allocated before it was built."""
+    device = torch.device("cuda")
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(device)
+    torch.manual_seed(0)
+    layer = make_layer().to(device)
+    shape = (batch, h, length) if transposed else (batch, length, h)
+    u = torch.randn(*shape, device=device, requires_grad=True)
+    grad = torch.randn(*shape, device=device)
+    for i in range(3):
+        layer.zero_grad(set_to_none=True)
+        u.grad = None
+        torch.cuda.synchronize(device)
+        if i == 2:
+            torch.cuda.reset_peak_memory_stats(device)
+        out = layer(u)
+        out = out[0] if isinstance(out, tuple) else out  # the official layer returns (y, state)
+        out.backward(grad)
+        del out
+    torch.cuda.synchronize(device)
+    mib = (torch.cuda.max_memory_allocated(device) - base) / MIB
+    del layer, u, grad
+    return mib
+
+
+def official_cases(checkout: Path, dims: list[int]) -> None:
+    """The official FFTConv beside our layer of the same scope, counted as the Table 2 cell is."""
+    from runners.benchmark.official_ext import load_official_layer, official_fftconv
+    from runners.run import RUNS_DIR
+
+    repo = Path(__file__).resolve().parents[2]
+    module = load_official_layer(checkout, repo / RUNS_DIR / "official-extension-build")
+    for h in dims:
+        theirs = table2_count(lambda: official_fftconv(module, "s4", h, 1024, h // 2), h, transposed=True)
+        ours = table2_count(lambda: SSMLayer(h, h // 2, mode="s4", output="none", transposed=True), h,
+                            transposed=True)
+        print(f"H={h} batch 1, length 1024, output none (the official FFTConv's scope): Table 2 count ours "
+              f"{ours:.2f} MiB, official {theirs:.2f} MiB", flush=True)
+
+
 if __name__ == "__main__":
     if not torch.cuda.is_available():
         sys.exit("s4_layer_memory.py measures CUDA memory: run it on a GPU machine")
-    for h in [int(a) for a in sys.argv[1:]] or [128, 256, 512]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dims", nargs="*", type=int, default=[128, 256, 512], help="layer widths H")
+    parser.add_argument("--official", type=Path, help="a checkout of state-spaces/s4 to count its FFTConv too")
+    args = parser.parse_args()
+    for h in args.dims:
         for graphs in ("1", "0"):
             for fftconv in ("triton", "torch"):
                 case(h, graphs, fftconv)
+    if args.official is not None:
+        os.environ["SSM_KERNEL_GRAPHS"], os.environ["SSM_FFTCONV"] = "1", "triton"
+        official_cases(args.official, args.dims)
