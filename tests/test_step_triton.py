@@ -168,7 +168,7 @@ def test_steps_agree_under_every_block_setting(gen, monkeypatch, setting) -> Non
     diag_args = (a["x"], a["u"], da, a["b"], a["c"])
     dplr_args = (a["x"], a["u"], a["lam"], a["p"], a["d"], a["b"], a["c"], a["half"], a["inner"])
     ref = diag_step(*diag_args), dplr_step(*dplr_args)
-    monkeypatch.setattr(step_triton, "BLOCKS", setting)
+    monkeypatch.setattr(step_triton, "BLOCKS", {"diag": setting, "dplr": setting})
     for (y, x), (y_ref, x_ref) in zip((diag_step(*diag_args), dplr_step(*dplr_args)), ref):
         assert _relative(y, y_ref) < 1e-13 and _relative(x, x_ref) < 1e-13
 

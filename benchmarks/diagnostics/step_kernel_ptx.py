@@ -6,8 +6,9 @@ registers, spill bytes, shared memory, and the global loads / stores with how ma
     python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py] [--warps 4,8]
 
 A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
-The blocks are the ones the module picks at batch 3584, H 512, N/2 32 (its ``_blocks``), and the warps default to
-its ``BLOCKS``. --module compiles another copy of the module with the same kernel (e.g. an edited one).
+The blocks are the ones the module picks for each step at batch 3584, H 512, N/2 32 (its ``_blocks``), and the
+warps default to its ``BLOCKS``. --module compiles another copy of the module with the same kernel (e.g. an edited
+one).
 """
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ def main() -> None:
         sys.exit(f"step_kernel_ptx.py needs the ptxas that ships with triton; not found at {ptxas}")
     module = _load(args.module)
     print(f"{args.module}, triton {triton.__version__}, target sm_90", flush=True)
-    rows, block_h, block_n = module._blocks(*SIZE)
-    _, _, default_warps, stages = module.BLOCKS
     for name, rank1 in (("diag", False), ("dplr", True)):
+        rows, block_h, block_n = module._blocks(*SIZE, name)
+        _, _, default_warps, stages = module.BLOCKS[name]
         blocks = {"CHANNELS": 1, "RANK1": rank1, "HAS_SKIP": True, "ROWS": rows, "BLOCK_H": block_h,
                   "BLOCK_N": block_n, "STAGES": stages}
         for warps in ([int(w) for w in args.warps.split(",")] if args.warps else [default_warps]):

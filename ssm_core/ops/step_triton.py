@@ -24,16 +24,19 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-#: Block setting: (features x padded modes whose parameters one program holds, batch rows it steps in turn, warps,
-#: software-pipeline stages of the loop over the rows). The fastest of the settings
-#: benchmarks/diagnostics/step_kernel_rate.py timed on an H200 at the full tier's Table 7 size (batch 3584, H 512,
-#: N/2 32): about 3.7 TB/s of state traffic for both steps, against 4.2 TB/s for a torch copy of the state.
-BLOCKS = (2048, 4, 4, 3)
+#: Block setting per step: (features x padded modes whose parameters one program holds, batch rows it steps in
+#: turn, warps, software-pipeline stages of the loop over the rows). The fastest of the settings
+#: benchmarks/diagnostics/step_kernel_rate.py timed on an H200 at the generation sizes (batch 2048 and 3584, H 256
+#: and 512, N/2 32): the diagonal step with one row per program, the DPLR step, whose rank-one correction waits for
+#: a reduction over the modes, with four rows in a pipelined loop (about 3.7 TB/s of state traffic for both at the
+#: full tier's Table 7 size, against 4.2 TB/s for a torch copy of the state).
+BLOCKS = {"diag": (2048, 1, 4, 1), "dplr": (2048, 4, 4, 3)}
 
 
-def _blocks(batch: int, h: int, n: int) -> tuple[int, int, int]:
-    """(batch rows, features, modes) per program: features and modes powers of two, the modes padded to one."""
-    elements, rows, _, _ = BLOCKS
+def _blocks(batch: int, h: int, n: int, step: str = "diag") -> tuple[int, int, int]:
+    """(batch rows, features, modes) per program of ``step`` ('diag' or 'dplr'): features and modes powers of two,
+    the modes padded to one."""
+    elements, rows, _, _ = BLOCKS[step]
     block_n = triton.next_power_of_2(n)
     block_h = min(triton.next_power_of_2(h), max(1, elements // block_n))
     return max(1, min(rows, batch)), block_h, block_n
@@ -122,11 +125,14 @@ _REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 def _launch(x: Tensor, out: Tensor, u: Tensor, e: Tensor, g: Tensor, c: Tensor, skip: Tensor | None,
             rank1: tuple[Tensor, Tensor, Tensor] | None) -> Tensor:
     """Grid: blocks of batch rows (axis 0, which may exceed 65,535 programs) x blocks of features (:func:`_blocks`,
-    the setting ``BLOCKS``). ``rank1``: (W, F, k) of :func:`dplr_step_parts`, or None for the diagonal step."""
+    the step's setting in ``BLOCKS``). ``rank1``: (W, F, k) of :func:`dplr_step_parts`, or None for the diagonal
+    step."""
     batch, h, n = x.shape
     channels = c.shape[0]
     y = torch.empty((batch, channels, h), dtype=_REAL[x.dtype], device=x.device)
-    rows, block_h, block_n = _blocks(batch, h, n)
+    step = "diag" if rank1 is None else "dplr"
+    rows, block_h, block_n = _blocks(batch, h, n, step)
+    _, _, warps, stages = BLOCKS[step]
     if batch and h:
         vr = torch.view_as_real
         w, f, k = (vr(rank1[0]), vr(rank1[1]), rank1[2].to(y.dtype).contiguous()) if rank1 else (vr(e), vr(e), y)
@@ -135,7 +141,7 @@ def _launch(x: Tensor, out: Tensor, u: Tensor, e: Tensor, g: Tensor, c: Tensor, 
             _step_kernel[grid](vr(x), vr(out), u.contiguous(), vr(e), vr(g), w, f, k, vr(c),
                                y if skip is None else skip.contiguous(), y, batch, h, n, CHANNELS=channels,
                                RANK1=rank1 is not None, HAS_SKIP=skip is not None, ROWS=rows, BLOCK_H=block_h,
-                               BLOCK_N=block_n, STAGES=BLOCKS[3], num_warps=BLOCKS[2])
+                               BLOCK_N=block_n, STAGES=stages, num_warps=warps)
     return y
 
 
