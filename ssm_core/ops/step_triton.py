@@ -1,13 +1,13 @@
-"""Fused recurrent steps: one Triton program holds the parameters of a block of features and steps the states of a
-few batch rows with them, one row after the other (the loads of the next rows are issued while the current one is
-computed), so each step reads and writes every state once and reduces it to the outputs (the torch step makes one
-pass per operation).
+"""Fused recurrent steps: one Triton program holds the parameters of a block of features and steps the states of one
+batch row with them, or of a few rows one after the other in a pipelined loop (the loads of the next rows issued
+while the current one is computed), so each step reads and writes every state once and reduces it to the outputs
+(the torch step makes one pass per operation).
 
 - :func:`diag_step`: the diagonal recurrence whose convolution kernel is S4D eq. (6)-(7):
   x_t = dA x_{t-1} + dB u_t, y_t = 2 Re(C x_t), per mode n (x holds one mode of each conjugate pair, so the
   output is twice the real part of the sum over them, S4D Section 3.3).
-- :func:`dplr_step`: S4's bilinear step (S4 eq. (3)) with the state matrix A = Lambda - P P^*, rank 1 (S4 Section
-  3.3, App. C.2): x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1 applied by Woodbury;
+- :func:`dplr_step`: S4's bilinear step (S4 eq. (3)) with the state matrix A = Lambda - P P^*, rank 1 (S4 Theorem 3,
+  App. C.2): x_t = A1 (A0 x_{t-1} + dt B u_t), A0 = I + dt/2 A, A1 = (I - dt/2 A)^-1 applied by Woodbury;
   y_t = Re(C x_t) over all N modes. The product A1 A0 is itself diagonal plus rank one, so the kernel runs the
   diagonal step with a rank-one correction (:func:`dplr_step_parts`): one reduction over the modes per state.
 
