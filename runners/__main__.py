@@ -22,6 +22,7 @@ from . import results as results_mod
 from .compare import ResultsError, counts_text, judge_tier, latest_result, load_result, load_tier_results
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
+from .projection import StepRateError, load_step_rates, projection_text, projections
 from .registry import Paused
 from .report import report_all
 from .result_diff import compare_files, regressions
@@ -176,8 +177,11 @@ def cell_command(spec, args: argparse.Namespace, row: str, column: str) -> str:
 
 def show_plan(specs: list, args: argparse.Namespace) -> int:
     """``run --show-config``: each spec's resolved tier configuration as YAML. ``run --dry-run``: validate and
-    list the cells each spec would run and the command that runs each, without running anything."""
+    list the cells each spec would run and the command that runs each, without running anything; for training
+    tables also each cell's projected GPU time from its newest measured step rate (runners/projection.py)."""
     import torch
+
+    rates = [] if args.show_config else load_step_rates(Path(args.output or results_mod.RESULTS_DIR))
 
     for i, spec in enumerate(specs):
         if args.show_config:
@@ -195,6 +199,12 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
             print("  NOT-RUN here: this tier needs a CUDA GPU and none is visible")
         if not cells:
             print("  no cell to run: every matching cell is not_run / context at this tier")
+            continue
+        if spec.runner.startswith("train."):
+            projected = projections(rates, spec.id, args.tier)
+            print(tabulate([[f"{r}/{c}", projection_text(projected.get(cell_name(r, c))),
+                             cell_command(spec, args, r, c)] for r, c in cells],
+                           headers=["cell (row/column)", "projected GPU time (measured step rate)", "command"]))
             continue
         print(tabulate([[f"{r}/{c}", cell_command(spec, args, r, c)] for r, c in cells],
                        headers=["cell (row/column)", "command"]))
@@ -378,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         use_results_dir(args)
         return args.fn(args)
-    except (SpecError, LogUnavailable, ResultsError) as exc:
+    except (SpecError, LogUnavailable, ResultsError, StepRateError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SPEC
     finally:

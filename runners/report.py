@@ -17,6 +17,7 @@ from .compare import (CellVerdict, ResultsError, compare, context_count, counts_
 from .expected import expected_path, load_expected
 from .glance import glance_lines
 from .plots import PLOTS
+from .projection import load_step_rates, measured_hours, projection_text, projections
 from .repeats import repeat_lines, repeated_cells
 from .results import write_text_atomic
 from .run import command_for
@@ -236,6 +237,26 @@ def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]]
     return lines
 
 
+def gpu_time_lines(spec_id: str, tier: str, files: list[tuple[Path, dict]], verdicts: list[CellVerdict],
+                   records: list[tuple[Path, dict]]) -> list[str]:
+    """A table of the tier's cells that have a projected GPU time (runners/projection.py): the projection and
+    the GPU-hours the cell's training took in the results file that judged it."""
+    projected = projections(records, spec_id, tier)
+    rows = []
+    for v in verdicts:
+        p = projected.get(f"{v.row}/{v.column}")
+        if p is None:
+            continue
+        hours = measured_hours(files[v.result][1], p["series"]) if v.result is not None else None
+        rows.append([f"{v.row}/{v.column}", projection_text(p), "-" if hours is None else f"{hours:.2f} GPU-h",
+                     f"`{p['file']}`"])
+    if not rows:
+        return []
+    return ["GPU time of training cells: projected from the newest measured step rate (epochs x steps per epoch at "
+            "that rate), and what the training took (its logged epochs, evaluations included):", "",
+            _table(rows, ["cell", "projected", "measured", "step-rate record"]), ""]
+
+
 def report_spec(spec: Spec, out_dir: Path, results_root: Path,
                 loaded: Loaded | None = None) -> dict[str, list[CellVerdict] | None]:
     """Write tables/<id>.md (+ plots); return the verdicts per tier (None where not run).
@@ -245,6 +266,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
     """
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
+    records = load_step_rates(results_root) if spec.runner.startswith("train.") else []
     lines = [f"# {spec.table}: {spec.title}", ""]
     judged = {}  # tier -> (verdicts, cells measured by more than one of its results files)
     for tier in TIERS:
@@ -277,6 +299,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
         if not files:
             out[tier] = None
             lines += [f"NOT-RUN: no results for this tier. To run it: `{command_for(spec, tier)}`", ""]
+            lines += gpu_time_lines(spec.id, tier, [], verdicts, records)
             continue
         out[tier] = verdicts
         used = sorted({v.result for v in verdicts if v.result is not None}) or [0]
@@ -293,6 +316,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
             lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
                       *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
+        lines += gpu_time_lines(spec.id, tier, files, verdicts, records)
         lines += repeat_lines(repeats, files)
         problems = [p for i in used for p in files[i][1].get("problems", [])]
         lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])

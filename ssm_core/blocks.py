@@ -43,12 +43,17 @@ def valid_positions(x: Tensor, pad_id: int | None) -> Tensor | None:
 
 
 class _BatchNormOverLength(nn.BatchNorm1d):
-    """BatchNorm over features of (B, L, H) inputs (statistics over batch and length)."""
+    """BatchNorm over features of (B, L, H) inputs (statistics over batch and length).
+
+    The input is normalized as the (B L, H) matrix it is in memory: the same statistics (per feature, over B L
+    values) as BatchNorm1d on the (B, H, L) transpose, without the two transposed copies that layout needs in
+    the forward and two more in the backward.
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() == 2:  # (B, H): one step of recurrent mode
             return super().forward(x)
-        return super().forward(x.transpose(-1, -2)).transpose(-1, -2)
+        return super().forward(x.reshape(-1, x.shape[-1])).view(x.shape)  # (B L, H) -> (B, L, H)
 
 
 def make_norm(kind: str, d_model: int) -> nn.Module:
@@ -94,6 +99,8 @@ class SequenceModel(nn.Module):
     run over the whole padded sequence, unless ``mask_padding``: then every SSM layer's input is zeroed on the
     padding first, as the authors' code does (its S4 layer multiplies its input by the sequence mask; the papers
     are silent), so the bidirectional kernels' backward half reads no padding.
+    Under autocast the encoder, the norms and the residual stream stay in the parameters' dtype; the SSM layers'
+    position-wise projections and the decoder follow autocast (:meth:`SSMLayer.forward`).
     """
 
     def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
@@ -121,7 +128,8 @@ class SequenceModel(nn.Module):
     def features(self, x: Tensor, rate: float = 1.0) -> Tensor:
         """-> pooled features (B, H), or (B, L, H) with pool='none'."""
         valid = valid_positions(x, self.pad_id) if self.pool != "none" or self.mask_padding else None  # (B, L)
-        h = self.encoder(x)  # (B, L, H)
+        with torch.autocast(x.device.type, enabled=False):  # the residual stream in the parameters' dtype
+            h = self.encoder(x)  # (B, L, H)
         mask = valid.unsqueeze(-1).to(h.dtype) if self.mask_padding else None  # (B, L, 1)
         for block in self.blocks:
             h = block(h, rate=rate, mask=mask)

@@ -142,12 +142,14 @@ def _passes(impl: str):
     return _TorchPasses
 
 
-def _new_output(u: Tensor, channels: int, layout: str) -> Tensor:
-    """An empty (B, C, H, L) output: contiguous for layout 'bchl', a view of (B, L, C, H) memory for 'blch'."""
+def _new_output(u: Tensor, channels: int, layout: str, dtype: torch.dtype | None = None) -> Tensor:
+    """An empty (B, C, H, L) output (u's dtype unless ``dtype``): contiguous for layout 'bchl', a view of
+    (B, L, C, H) memory for 'blch'."""
     bsz, h, length = u.shape
+    dtype = dtype or u.dtype
     if layout == "bchl":
-        return u.new_empty(bsz, channels, h, length)
-    return u.new_empty(bsz, length, channels, h).permute(0, 2, 3, 1)
+        return u.new_empty(bsz, channels, h, length, dtype=dtype)
+    return u.new_empty(bsz, length, channels, h, dtype=dtype).permute(0, 2, 3, 1)
 
 
 def _dense_stride(u: Tensor) -> tuple[int, ...] | None:
@@ -181,15 +183,17 @@ def kernel_spectrum(k: Tensor, d: Tensor | None, n: int, impl: str) -> Tensor:
 
 
 def conv_forward(ctx, u: Tensor, kf: Tensor, w: Tensor | None, activation: str, layout: str, impl: str,
-                 lk: int, need_grad: bool) -> Tensor:
+                 lk: int, need_grad: bool, out_dtype: torch.dtype | None = None) -> Tensor:
     """act(first L outputs of the circular convolution of u, padded to n = 2L, with the kernel whose spectrum
-    (over n, D folded in) is kf (C, H, n)): (B, C, H, L) in ``layout``. w: the input's packed spectrum (B2, H, n)
-    or None (computed here). With ``need_grad``, keeps on ``ctx`` what :func:`conv_backward` needs."""
+    (over n, D folded in) is kf (C, H, n)): (B, C, H, L) in ``layout``, of dtype ``out_dtype`` (default u's; the
+    last pass rounds to it). w: the input's packed spectrum (B2, H, n) or None (computed here). With
+    ``need_grad``, keeps on ``ctx`` what :func:`conv_backward` needs (whose ``grad_out`` may be of any float
+    dtype: it is read in the spectra's precision)."""
     passes = _passes(impl)
     if w is None:
         w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
     y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u
-    out = _new_output(u, kf.shape[0], layout)
+    out = _new_output(u, kf.shape[0], layout, out_dtype)
     passes.unpack(y, out, activation)
     if need_grad:
         # intermediates (not outputs) kept as attributes so that backward can free them as soon as used
@@ -234,12 +238,12 @@ class _FFTConv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str, impl: str,
-                w: Tensor | None) -> Tensor:
+                w: Tensor | None, out_dtype: torch.dtype | None) -> Tensor:
         kf = kernel_spectrum(k, d, 2 * u.shape[-1], impl)  # (C, H, n)
         need_grad = any(ctx.needs_input_grad[:3])
         if need_grad:
             ctx.save_for_backward(kf)
-        return conv_forward(ctx, u, kf, w, activation, layout, impl, k.shape[-1], need_grad)
+        return conv_forward(ctx, u, kf, w, activation, layout, impl, k.shape[-1], need_grad, out_dtype)
 
     @staticmethod
     @once_differentiable
@@ -251,7 +255,7 @@ class _FFTConv(torch.autograd.Function):
         grad_full = kernel_gradient(s) if need_k or need_d else None  # (C, H, n)
         grad_k = grad_full[..., :lk] if need_k else None
         grad_d = grad_full[..., 0] if need_d else None
-        return grad_u, grad_k, grad_d, None, None, None, None
+        return grad_u, grad_k, grad_d, None, None, None, None, None
 
 
 class _FFTConvOneRow(torch.autograd.Function):
@@ -260,7 +264,7 @@ class _FFTConvOneRow(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u: Tensor, k: Tensor, d: Tensor | None, activation: str, layout: str,
-                w: Tensor | None) -> Tensor:
+                w: Tensor | None, out_dtype: torch.dtype | None) -> Tensor:
         length = u.shape[-1]
         channels, lk = k.shape[0], k.shape[-1]
         n = 2 * length
@@ -275,7 +279,7 @@ class _FFTConvOneRow(torch.autograd.Function):
             del w
         z = torch.fft.irfft(spec, n=n)[..., :length]  # (1, C, H, L): u * k + D u
         del spec
-        out = _new_output(u, channels, layout)
+        out = _new_output(u, channels, layout, out_dtype)
         out.copy_(_act_torch(z, activation))
         if any(ctx.needs_input_grad[:3]):
             # the input (alive in the caller anyway; its spectrum is recomputed in backward), the kernel's half
@@ -290,6 +294,7 @@ class _FFTConvOneRow(torch.autograd.Function):
         u, kf, z = ctx.saved_tensors
         activation, lk, n = ctx.meta
         need_u, need_k, need_d = ctx.needs_input_grad[:3]
+        grad_out = grad_out.to(u.dtype)  # (the output may have been rounded to a lower precision)
         g = grad_out if z is None else _act_backward_torch(grad_out, z, activation)  # (1, C, H, L): dL/dz
         gf = torch.fft.rfft(g, n=n)[0]  # (C, H, n/2 + 1); B = 1
         del g
@@ -314,7 +319,7 @@ class _FFTConvOneRow(torch.autograd.Function):
             del prod
             grad_u = _empty_like_input(u.shape, _dense_stride(u), u.dtype, u.device)
             grad_u.copy_(x[..., : u.shape[-1]])
-        return grad_u, grad_k, grad_d, None, None, None
+        return grad_u, grad_k, grad_d, None, None, None, None
 
 
 def _spectrum_shape(u: Tensor) -> tuple[int, int, int]:
@@ -340,7 +345,8 @@ def _as_real_float(t: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 
 
 def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "identity", layout: str = "bchl",
-             impl: str | None = None, u_spectrum: Tensor | None = None) -> Tensor:
+             impl: str | None = None, u_spectrum: Tensor | None = None,
+             out_dtype: torch.dtype | None = None) -> Tensor:
     """y[b, c, h, l] = act(sum_j k[c, h, j] u[b, h, l - j] + d[c, h] u[b, h, l]).
 
     u: (B, H, L), any strides (a transposed view of (B, L, H) is read in place); k: (C, H, Lk) with Lk <= L
@@ -350,6 +356,9 @@ def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "i
     (B, C, H, L) contiguous. Half-precision inputs are computed in float32 (returns float32). u_spectrum: the
     result of :func:`input_spectrum` for this u (optional; computed here if not given). A single row (B = 1)
     takes real-to-complex FFTs and torch's elementwise ops for either ``impl`` (half the spectra's memory).
+    out_dtype: the output's dtype (default the computation's float32 / float64), e.g. bfloat16 where a bf16 layer
+    reads it next: the last pass rounds to it, the values a cast of the float32 output would give, without the
+    cast's pass (and the gradient is read in that dtype).
     """
     if u.dim() != 3:
         raise ValueError(f"fft_conv: u must be (B, H, L), got shape {tuple(u.shape)}")
@@ -375,5 +384,5 @@ def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "i
                          f"{_complex_dtype(u.dtype)}, got {tuple(u_spectrum.shape)} {u_spectrum.dtype}")
     with torch.autocast(u.device.type, enabled=False):
         if u.shape[0] == 1:
-            return _FFTConvOneRow.apply(u, k, d, activation, layout, u_spectrum)
-        return _FFTConv.apply(u, k, d, activation, layout, impl, u_spectrum)
+            return _FFTConvOneRow.apply(u, k, d, activation, layout, u_spectrum, out_dtype)
+        return _FFTConv.apply(u, k, d, activation, layout, impl, u_spectrum, out_dtype)

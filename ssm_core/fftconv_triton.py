@@ -101,8 +101,17 @@ def _pack_kernel(x_ptr, y_ptr, o_ptr, B, B2, C, H, L, NF, s_xb, s_xc, s_xh, s_xl
 
 
 @triton.jit
+def _bf16_rtne(v):
+    """v (float32) rounded to the nearest bfloat16, ties to even (as torch casts), done on the bits so that every
+    backend gives it (the CPU interpreter truncates its casts)."""
+    bits = v.to(tl.uint32, bitcast=True)
+    bits = bits + 0x7FFF + ((bits >> 16) & 1)
+    return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
 def _unpack_kernel(y_ptr, o_ptr, B, B2, C, H, L, NF, s_ob, s_oc, s_oh, s_ol, ACT: tl.constexpr,
-                   BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
+                   OUT_BF16: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
     """One (BLOCK_H, BLOCK_L) tile of positions l < L of one packed row pair: (re, im) pairs of y, read
     contiguously -> act(re) into row p of o, act(im) into row p + B2."""
     pc = tl.program_id(2)
@@ -119,8 +128,13 @@ def _unpack_kernel(y_ptr, o_ptr, B, B2, C, H, L, NF, s_ob, s_oc, s_oh, s_ol, ACT
     zr, zi = tl.split(tl.load(y_ptr + row + y_tile, mask=m[:, :, None], other=0.0))
     o_tile = hh[:, None] * s_oh + ll[None, :] * s_ol
     rest = c.to(tl.int64) * s_oc + h0.to(tl.int64) * s_oh + l0.to(tl.int64) * s_ol
-    tl.store(o_ptr + (p.to(tl.int64) * s_ob + rest) + o_tile, _act(zr, ACT), mask=m)
-    tl.store(o_ptr + ((p + B2).to(tl.int64) * s_ob + rest) + o_tile, _act(zi, ACT), mask=m & (p + B2 < B))
+    if OUT_BF16:  # rounded here; other dtypes by the store
+        tl.store(o_ptr + (p.to(tl.int64) * s_ob + rest) + o_tile, _bf16_rtne(_act(zr, ACT)), mask=m)
+        tl.store(o_ptr + ((p + B2).to(tl.int64) * s_ob + rest) + o_tile, _bf16_rtne(_act(zi, ACT)),
+                 mask=m & (p + B2 < B))
+    else:
+        tl.store(o_ptr + (p.to(tl.int64) * s_ob + rest) + o_tile, _act(zr, ACT), mask=m)
+        tl.store(o_ptr + ((p + B2).to(tl.int64) * s_ob + rest) + o_tile, _act(zi, ACT), mask=m & (p + B2 < B))
 
 
 @triton.jit
@@ -220,13 +234,14 @@ def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activa
 
 
 def unpack(y: Tensor, out: Tensor, activation: str = "identity") -> Tensor:
-    """y (B2, C, H, n) complex -> out (B, C, H, L) real (preallocated, any strides) = act(rows of y)."""
+    """y (B2, C, H, n) complex -> out (B, C, H, L) real (preallocated, any strides, any float dtype: the values
+    are rounded to it) = act(rows of y)."""
     bsz, c, h, length = out.shape
     b2, n = y.shape[0], y.shape[-1]
     s_b, s_c, s_h, s_l = out.stride()
     bh, bl = _tile(s_h, s_l)
     _UNPACK(lambda meta: (cdiv(length, bl), cdiv(h, bh), b2 * c), y.contiguous(), out, bsz, b2, c, h, length, n,
-            s_b, s_c, s_h, s_l, ACT=activation, BLOCK_H=bh, BLOCK_L=bl)
+            s_b, s_c, s_h, s_l, ACT=activation, OUT_BF16=out.dtype == torch.bfloat16, BLOCK_H=bh, BLOCK_L=bl)
     return out
 
 

@@ -35,13 +35,17 @@ from .fftconv import conv_backward, conv_forward, kernel_gradient, kernel_spectr
 from .kernels.graphs import Entry
 
 
+#: the arguments of _KernelConv.forward before the kernel's parameters
+N_ARGS = 7
+
+
 class _KernelConv(torch.autograd.Function):
     """u (B, H, L), d (C, H), the kernel's parameters -> act(u * K + D u), K from the entry's graphs. With d None
     the entry gives the spectrum of K + D delta_0 itself, D being its last parameter (:func:`spectrum_fn`)."""
 
     @staticmethod
     def forward(ctx, u: Tensor, d: Tensor | None, entry: Entry, activation: str, layout: str, impl: str,
-                *params: Tensor) -> Tensor:
+                out_dtype: torch.dtype | None, *params: Tensor) -> Tensor:
         entry.fwd.replay()
         if d is None:
             kf = entry.out  # (C, H, n), static: the latest replay's (the same unless the parameters changed)
@@ -53,7 +57,7 @@ class _KernelConv(torch.autograd.Function):
         if need_grad:
             ctx.save_for_backward(kf)
             ctx.entry, ctx.spectrum = entry, d is None
-        return conv_forward(ctx, u, kf, None, activation, layout, impl, lk, need_grad)
+        return conv_forward(ctx, u, kf, None, activation, layout, impl, lk, need_grad, out_dtype)
 
     @staticmethod
     @once_differentiable
@@ -61,14 +65,14 @@ class _KernelConv(torch.autograd.Function):
         (kf,) = ctx.saved_tensors
         entry = ctx.entry
         need_u, need_d = ctx.needs_input_grad[:2]
-        need_params = any(ctx.needs_input_grad[6:])
-        params_grads = (None,) * (len(ctx.needs_input_grad) - 6)
+        need_params = any(ctx.needs_input_grad[N_ARGS:])
+        params_grads = (None,) * (len(ctx.needs_input_grad) - N_ARGS)
         grad_d = None
         if ctx.spectrum:  # the graph takes the spectrum's gradient (the kernel parameters' and D's)
             grad_u, _ = conv_backward(ctx, grad_out, kf, need_u, need_params, s_out=entry.grad_out)
             if need_params:
                 params_grads = entry.gradients()
-            return (grad_u, None, None, None, None, None, *params_grads)
+            return (grad_u, *(None,) * (N_ARGS - 1), *params_grads)
         grad_u, s = conv_backward(ctx, grad_out, kf, need_u, need_d or need_params)
         if need_d or need_params:
             grad_full = kernel_gradient(s)  # (C, H, n): the gradient of K + D delta_0
@@ -76,7 +80,7 @@ class _KernelConv(torch.autograd.Function):
             if need_params:
                 entry.grad_out.copy_(grad_full[..., :ctx.meta[2]])
                 params_grads = entry.gradients()
-        return (grad_u, grad_d, None, None, None, None, *params_grads)
+        return (grad_u, grad_d, *(None,) * (N_ARGS - 2), *params_grads)
 
 
 def spectrum_fn(kernel_fn: Callable[..., Tensor], n: int) -> Callable[..., Tensor]:
@@ -87,10 +91,10 @@ def spectrum_fn(kernel_fn: Callable[..., Tensor], n: int) -> Callable[..., Tenso
 
 
 def kernel_conv(u: Tensor, d: Tensor | None, entry: Entry, params: list[Tensor], activation: str, layout: str,
-                impl: str) -> Tensor:
+                impl: str, out_dtype: torch.dtype | None = None) -> Tensor:
     """act(u * K + D u) for u (B, H, L) real (B > 1), with autograd to u, d and ``params``: (B, C, H, L) in
     ``layout`` ('bchl' | 'blch'). ``entry``: the graphs (:func:`ssm_core.kernels.graphs.lookup`) of K (C, H, Lk)
     from ``params``, with d (C, H); or, with d None, of :func:`spectrum_fn` (its last parameter is d). What
     :func:`ssm_core.fftconv.fft_conv` (u, K, d, ...) computes; u, d and K share one float dtype, and autocast is
-    off (the caller checks)."""
-    return _KernelConv.apply(u, d, entry, activation, layout, impl, *params)
+    off (the caller checks). ``out_dtype``: as :func:`ssm_core.fftconv.fft_conv`'s."""
+    return _KernelConv.apply(u, d, entry, activation, layout, impl, out_dtype, *params)

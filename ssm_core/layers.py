@@ -80,21 +80,38 @@ class SSMLayer(nn.Module):
 
     # -- convolution mode -----------------------------------------------------------------------------------
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
+        """Under autocast (mixed precision) the kernel and the FFT convolution run in the parameters' dtype
+        (float32) with autocast off, the input cast to it: only the position-wise output (linear or GLU) follows
+        the caller's autocast."""
+        if torch.is_autocast_enabled(x.device.type):
+            # the convolution's last pass writes the dtype the projection computes in (one rounding, no cast pass)
+            out_dtype = torch.get_autocast_dtype(x.device.type) if self.output != "none" else None
+            with torch.autocast(x.device.type, enabled=False):
+                y = self._convolve(x.to(self.d.dtype), rate, out_dtype)
+        else:
+            y = self._convolve(x, rate)
+        if self.transposed:  # y: (B, C*H, L)
+            return y if self.output == "none" else self._project(y.transpose(-1, -2)).transpose(-1, -2)
+        return self._project(y)  # (B, L, C*H) -> (B, L, H)
+
+    def _convolve(self, x: Tensor, rate: float, out_dtype: torch.dtype | None = None) -> Tensor:
+        """act(u * k + D u) with dropout: (B, L, H) -> (B, L, C*H), or (B, H, L) -> (B, C*H, L) if transposed;
+        in ``out_dtype`` if given (computed in x's dtype, rounded by the last pass)."""
         u = x if self.transposed else x.transpose(-1, -2)  # (B, H, L), a view: fft_conv reads any strides
         length = u.shape[-1]
         # the D skip and the activation are fused into the FFT convolution; the output is laid out for what
         # follows: (B, C, H, L) memory for the transposed layer, (B, L, C, H) for the position-wise projection
         layout = "bchl" if self.transposed else "blch"
-        y = self._replayed_conv(u, rate, layout)  # (B, C, H, L)
+        y = self._replayed_conv(u, rate, layout, out_dtype)  # (B, C, H, L)
         if y is None:
             # the input's FFT first: on a GPU it runs while the host is still issuing the kernel's many small ops
             spectrum = input_spectrum(u) if u.dtype == self.d.dtype else None
             k = self._conv_kernel(self.kernel(length, rate=rate))  # (C, H, L) or (C, H, 2L)
-            y = fft_conv(u, k, self.d, activation=self.activation_name, layout=layout, u_spectrum=spectrum)
+            y = fft_conv(u, k, self.d, activation=self.activation_name, layout=layout, u_spectrum=spectrum,
+                         out_dtype=out_dtype)
         if self.transposed:
-            y = self.dropout(y.flatten(1, 2))  # (B, C*H, L)
-            return y if self.output == "none" else self._project(y.transpose(-1, -2)).transpose(-1, -2)
-        return self._project(self.dropout(y.permute(0, 3, 1, 2).flatten(2)))  # (B, L, C*H) -> (B, L, H)
+            return self.dropout(y.flatten(1, 2))  # (B, C*H, L)
+        return self.dropout(y.permute(0, 3, 1, 2).flatten(2))  # (B, L, C*H)
 
     def _conv_kernel(self, k: Tensor) -> Tensor:
         """The kernel (C', H, L) as the convolution takes it: itself, or for a bidirectional layer its two halves
@@ -103,12 +120,13 @@ class SSMLayer(nn.Module):
             return bidirectional_kernel(k.view(2, self.channels, self.h, k.shape[-1]))
         return k
 
-    def _replayed_conv(self, u: Tensor, rate: float, layout: str) -> Tensor | None:
+    def _replayed_conv(self, u: Tensor, rate: float, layout: str,
+                       out_dtype: torch.dtype | None = None) -> Tensor | None:
         """The convolution as one autograd node with the kernel replayed from its CUDA graph
         (:mod:`ssm_core.kernel_conv`), or None where the two-node path runs (CPU, graphs off or not captured yet,
-        one row, autocast, a kernel computed eagerly)."""
+        one row, a kernel computed eagerly)."""
         if not (u.is_cuda and u.shape[0] > 1 and u.dtype == self.d.dtype in (torch.float32, torch.float64)
-                and graphs.enabled() and not torch.is_autocast_enabled(u.device.type)):
+                and graphs.enabled()):
             return None
         length = u.shape[-1]
         parts = self.kernel.graph_parts(length, rate)
@@ -123,7 +141,8 @@ class SSMLayer(nn.Module):
                               params)
         if entry is None:
             return None
-        return kernel_conv(u, d, entry, params, self.activation_name, layout, resolve_impl(None, u.device))
+        return kernel_conv(u, d, entry, params, self.activation_name, layout, resolve_impl(None, u.device),
+                           out_dtype)
 
     def _project(self, y: Tensor) -> Tensor:
         """position-wise output (linear, GLU, or none): (..., C*H) -> (..., H)."""

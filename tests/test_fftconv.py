@@ -117,6 +117,23 @@ def test_fft_conv_float32(gen, impl) -> None:
            dtype=torch.float32, device=DEVICE, tol=1e-4)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("bsz, activation", [(5, "gelu"), (4, "identity"), (1, "gelu")])
+def test_fft_conv_out_dtype_rounds_the_float32_result_once(gen, impl, bsz, activation) -> None:
+    """out_dtype=bfloat16: the float32 convolution's output rounded to bf16 (exactly a cast of it), and the
+    gradients for a bf16 output gradient those of the same gradient in float32 (exactly)."""
+    u, k, d, g = _inputs(gen, bsz, 6, 50, 2, 100, True, torch.float64, "cpu")
+    leaves = [t.to(device=DEVICE, dtype=torch.float32).detach().requires_grad_() for t in (u, k, d)]
+    ref = fft_conv(*leaves, activation=activation, layout="blch", impl=impl)
+    g16 = g.to(device=DEVICE, dtype=torch.bfloat16)
+    ref_grads = torch.autograd.grad(ref, leaves, g16.float())
+    out = fft_conv(*leaves, activation=activation, layout="blch", impl=impl, out_dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16 and out.permute(0, 3, 1, 2).is_contiguous()
+    assert torch.equal(out, ref.detach().to(torch.bfloat16))
+    for name, a, b in zip("ukd", torch.autograd.grad(out, leaves, g16), ref_grads):
+        assert a.dtype == torch.float32 and torch.equal(a, b), f"grad {name}"
+
+
 def test_fft_conv_gradient_for_k_only_and_u_only(gen) -> None:
     """Only one input needing its gradient takes the short backward paths."""
     u, k, d, g = _inputs(gen, 3, 4, 16, 1, 16, False, torch.float64, "cpu")

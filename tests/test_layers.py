@@ -210,7 +210,7 @@ def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, tr
     fft_conv), float64 on fresh random inputs, with the graph giving the kernel or its spectrum with D (the
     gradient of a complex output in autograd's convention); its graphs here are stand-ins that run the same ops
     eagerly."""
-    from ssm_core.kernel_conv import kernel_conv, spectrum_fn
+    from ssm_core.kernel_conv import N_ARGS, kernel_conv, spectrum_fn
 
     torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
     layer = SSMLayer(6, 8, mode=mode, transposed=transposed, backend="torch", **kwargs).double()
@@ -235,7 +235,7 @@ def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, tr
     if frozen:  # DSS's B: no gradient returned for it
         again = kernel_conv(u, d, entry, params, "gelu", layout, "torch")  # (held: its node's saved tensors)
         grads = again.grad_fn.apply(g)
-        assert all(grads[6 + i] is None for i in frozen)
+        assert all(grads[N_ARGS + i] is None for i in frozen)
 
 
 def test_one_node_path_is_for_cuda_with_graphs():

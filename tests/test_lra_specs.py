@@ -270,12 +270,12 @@ def test_data_of_an_older_generator_version_is_refused(tmp_path, monkeypatch):
     task = {"prepare": {"preparer": "pathfinder", "resolution": 32, "n": 8, "seed": 0}}
     run = SimpleNamespace(work_dir=tmp_path, progress=False, data_dir=None)
     root = table.prepare_data("Pathfinder", task, run)
-    assert len(made) == 1 and "('generator_version', 2)" in (root / ".complete").read_text()
+    assert len(made) == 1 and "('generator_version', 3)" in (root / ".complete").read_text()
     assert table.prepare_data("Pathfinder", task, run) == root and len(made) == 1  # reused as it is
     (root / ".complete").write_text(repr(sorted(task["prepare"].items() - {("preparer", "pathfinder")})))
     with pytest.raises(SpecError, match=r"tasks\.Pathfinder\.prepare: .* older generator .*generator_version"):
         table.prepare_data("Pathfinder", task, run)
-    assert table.data_version(task) == "pathfinder v2"
+    assert table.data_version(task) == "pathfinder v3"
     assert table.data_version({"prepare": {"preparer": "listops"}}) is None
 
 

@@ -72,7 +72,7 @@ def one_step(packed: bool, h: int, length: int, device: str):
 
     def step() -> None:
         if packed:  # the packed path's autograd Function, called directly (fft_conv sends B = 1 elsewhere)
-            y = fftconv._FFTConv.apply(u, k, d, "gelu", "blch", impl, None)
+            y = fftconv._FFTConv.apply(u, k, d, "gelu", "blch", impl, None, None)
         else:
             y = fftconv.fft_conv(u, k, d, "gelu", layout="blch")
         y.backward(g)

@@ -33,31 +33,49 @@ SHAPES = {"ListOps": (2048, 1, 20, 10), "Text": (4096, 1, 256, 2), "Image": (102
           "Pathfinder": (1024, 1, None, 2), "Path-X": (16384, 1, None, 2)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cell_setup(spec_id: str, task_name: str, row: str, tier: str = "full"):
+    """(model_fn, the cell's training settings as a dict, the model's settings) of one cell of a training table,
+    built as the table builds them, for a task of SHAPES' shape."""
+    spec = load_spec(find_spec(spec_id))
+    cfg = tier_config(spec, tier)
+    if row not in cfg.models or task_name not in cfg.tasks:
+        raise SystemExit(f"{spec_id} {tier}: no cell {row!r} / {task_name!r}; rows: {sorted(cfg.models)}, "
+                         f"tasks: {sorted(cfg.tasks)}")
+    row_cfg, task_cfg = cfg.models[row], cfg.tasks[task_name]
+    arch = row_cfg["arch"]
+    kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}), task_cfg.get("model", {}).get(arch, {})),
+                        row_cfg.get("model", {}))
+    length, d_input, vocab, classes = SHAPES[task_name]
+    task = TaskData(name=task_name, train=[], val=[], test=[], seq_len=length, d_output=classes, d_input=d_input,
+                    vocab_size=vocab)
+    return (lambda: build_model(arch, kwargs, task)), {"seed": 0, **cfg.cell_train(row, task_name)}, \
+        {"arch": arch, **kwargs}
+
+
+def add_cell_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments naming one cell: spec, task (one of SHAPES), row, --tier."""
     parser.add_argument("spec")
     parser.add_argument("task", choices=sorted(SHAPES))
     parser.add_argument("row")
     parser.add_argument("--tier", default="full")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_cell_arguments(parser)
     parser.add_argument("--n-train", type=int, required=True, help="training examples per epoch")
     parser.add_argument("--batches", default="", help="batch sizes to time (default: the spec's)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a check of the script)")
     args = parser.parse_args()
-    spec = load_spec(find_spec(args.spec))
-    cfg = tier_config(spec, args.tier)
-    row, task_cfg = cfg.models[args.row], cfg.tasks[args.task]
-    arch = row["arch"]
-    kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}), task_cfg.get("model", {}).get(arch, {})),
-                        row.get("model", {}))
-    train = TrainConfig.from_dict({"seed": 0, **cfg.cell_train(args.row, args.task)})
+    model_fn, train_dict, _ = cell_setup(args.spec, args.task, args.row, args.tier)
+    train = TrainConfig.from_dict({"seed": 0, **train_dict})
+    spec_id = load_spec(find_spec(args.spec)).id
     length, d_input, vocab, classes = SHAPES[args.task]
-    task = TaskData(name=args.task, train=[], val=[], test=[], seq_len=length, d_output=classes, d_input=d_input,
-                    vocab_size=vocab)
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
-    model = build_model(arch, kwargs, task).to(dev)
+    model = model_fn().to(dev)
     opt = build_optimizer(model, train.optimizer, train.lr, train.weight_decay, train.betas)
     n_params = sum(p.numel() for p in model.parameters())
     for batch in [int(b) for b in args.batches.split(",") if b] or [train.batch_size]:
@@ -87,7 +105,7 @@ def main() -> None:
         wall = steps / rate / 3600
         where = torch.cuda.get_device_name() if cuda else "cpu"
         peak = f", peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB" if cuda else ""
-        print(f"{spec.id} {args.tier} {args.row} / {args.task} on {where}: {n_params} parameters, batch {batch}: "
+        print(f"{spec_id} {args.tier} {args.row} / {args.task} on {where}: {n_params} parameters, batch {batch}: "
               f"{rate:.2f} steps/s{peak}; schedule {train.epochs} epochs x {args.n_train // train.batch_size} steps "
               f"of batch {train.batch_size}: " + (f"{wall:.1f} h on one GPU" if k == 1 else
                                                   f"{wall:.1f} h on {k:g} GPUs ({k * wall:.1f} GPU-hours; gradient "

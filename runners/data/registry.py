@@ -93,5 +93,6 @@ GENERATORS = ("listops", "pathfinder")
 #: generators whose output has changed since their first version: the version enters a prepared folder's record
 #: and the task a checkpoint records, so data prepared, and cells trained, by an older version are refused
 #: (pathfinder 2: the targets' growing tips may touch or cross, paddles are composited one by one, and the body and
-#: far-end tests follow the original's blurred masks more closely)
-GENERATOR_VERSIONS = {"pathfinder": 2}
+#: far-end tests follow the original's blurred masks more closely; pathfinder 3: the original's algorithm throughout:
+#: integer pixels and its rounding, its mask tests, drawing, markers and scaling, random labels)
+GENERATOR_VERSIONS = {"pathfinder": 3}

@@ -22,8 +22,8 @@ MONITORS = ("val_acc", "val_rmse", "val_loss")
 
 #: Fields that may differ between a checkpoint and the config that resumes it (they do not change
 #: what is computed). ``epochs`` may grow except under the cosine schedule, whose length it sets.
-RESUMABLE_FIELDS = ("epochs", "max_minutes", "checkpoint_every_steps", "num_workers", "eval_batch_size",
-                    "grad_accum")
+RESUMABLE_FIELDS = ("epochs", "max_minutes", "checkpoint_every_steps", "num_workers", "device_data",
+                    "eval_batch_size", "grad_accum")
 
 
 def _err(field: str, value: Any, allowed: str) -> ValueError:
@@ -65,6 +65,9 @@ class TrainConfig:
     eval_batch_size: Optional[int] = None  # per process; default batch_size
     checkpoint_every_steps: Optional[int] = None
     num_workers: int = 0
+    # the training set kept on the training device and each batch gathered there (same batches, same order, no
+    # host work per step); for datasets that can (a ``gather`` method, e.g. LRA's images); others are refused
+    device_data: bool = False
     seed: int = 0
     monitor: Optional[str] = None  # default "val_acc" (classification) or "val_rmse" (regression)
 
@@ -121,6 +124,8 @@ class TrainConfig:
                 raise _err(name, value, "None or an integer >= 1")
         if not _is_int(self.num_workers) or self.num_workers < 0:
             raise _err("num_workers", self.num_workers, "an integer >= 0")
+        if not isinstance(self.device_data, bool):
+            raise _err("device_data", self.device_data, "true or false")
         if not _is_int(self.seed) or self.seed < 0:
             raise _err("seed", self.seed, "an integer >= 0")
         if self.monitor is not None and self.monitor not in MONITORS:

@@ -10,7 +10,8 @@ What it does, in order:
     their own lr, no decay: S4 Appendix D.2), the lr schedule and (fp16 only) a gradient scaler;
   * resumes from ``run_dir/checkpoint.pt`` if it is there (refusing one made by another config);
   * per epoch: a seeded permutation of the training set (seed + epoch, so an epoch's order never
-    depends on what ran before; a resumed epoch skips the batches already done), optimizer steps of
+    depends on what ran before; a resumed epoch skips the batches already done; with ``device_data`` the same
+    batches are gathered on the device from a copy of the training set kept there), optimizer steps of
     ``batch_size`` examples split into ``grad_accum`` micro-batches (and over processes under
     ``torchrun``), optional autocast and gradient clipping, then validation and test evaluation;
   * checkpoints every epoch and every ``checkpoint_every_steps`` steps, appends one line per epoch
@@ -106,6 +107,7 @@ def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, r
     ``logs``: extra logs of each epoch beside metrics.jsonl, e.g. ("tensorboard",) (runners/train/tb_log.py).
     """
     cfg.validate()
+    check_device_data(task, cfg)
     monitor = cfg.resolved_monitor(task.task_type)
     if task.task_type not in TASK_TYPES:
         raise ValueError(f"task {task.name!r}: task_type {task.task_type!r} is not one of {list(TASK_TYPES)}")
@@ -414,8 +416,9 @@ def _batch_plan(task: TaskData, cfg: TrainConfig, world: int) -> tuple[int, int,
 
 
 def _train_loader(task: TaskData, cfg: TrainConfig, world: int, rank: int, epoch: int, start_step: int,
-                  per_rank: int, micro: int, steps_per_epoch: int, device: torch.device) -> DataLoader:
-    """This process's micro-batches of ``epoch`` from step ``start_step`` on.
+                  per_rank: int, micro: int, steps_per_epoch: int, device: torch.device):
+    """This process's micro-batches of ``epoch`` from step ``start_step`` on: a DataLoader, or with
+    ``cfg.device_data`` the same batches gathered on the device (:func:`_device_batches`).
 
     The permutation is torch.randperm seeded with seed + epoch (DistributedSampler); process r takes
     positions r, r + W, r + 2W, ..., so step s of all processes together covers positions
@@ -425,7 +428,24 @@ def _train_loader(task: TaskData, cfg: TrainConfig, world: int, rank: int, epoch
                                  drop_last=True)
     sampler.set_epoch(epoch)
     indices = list(sampler)[start_step * per_rank: steps_per_epoch * per_rank]
+    if cfg.device_data:
+        return _device_batches(task.train, indices, micro, device)
     return _loader(task.train, indices, micro, task, cfg, device, seed=cfg.seed + epoch)
+
+
+def check_device_data(task: TaskData, cfg: TrainConfig) -> None:
+    """``cfg.device_data`` needs a training set that gathers its batches on the device (a ``gather`` method)."""
+    if cfg.device_data and not callable(getattr(task.train, "gather", None)):
+        raise ValueError(f"TrainConfig.device_data = True: the training set of task {task.name!r} "
+                         f"({type(task.train).__name__}) cannot gather batches on the device; set device_data "
+                         "false for this task")
+
+
+def _device_batches(dataset: Any, indices: list[int], micro: int, device: torch.device):
+    """The micro-batches of ``indices`` (in order, ``micro`` items each) from ``dataset.gather`` on ``device``."""
+    positions = torch.tensor(indices, dtype=torch.long)
+    for i in range(0, len(indices), micro):
+        yield dataset.gather(positions[i:i + micro], device)
 
 
 def _loader(dataset: Dataset, indices: list[int], batch_size: int, task: TaskData, cfg: TrainConfig,

@@ -121,6 +121,17 @@ class ImageSequenceDataset(Dataset):
         x = (self.images[j].reshape(-1, 1).float() - self.shift) / self.scale  # (H*W, 1)
         return x, self.labels[j]
 
+    def gather(self, positions: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch of items ``positions`` (B,), as ``stack_collate`` of __getitem__ gives it: (x (B, H*W, 1), y (B,)),
+        gathered on ``device`` from a copy of the images kept there (made on the first call: N H W bytes)."""
+        key = str(device)  # the device as asked for ("cuda" and "cuda:0" are kept apart: each is copied once)
+        if getattr(self, "_on_device", None) is None or self._on_device[0] != key:
+            self._on_device = (key, self.images.to(device), self.labels.to(device), self.indices.to(device))
+        _, images, labels, indices = self._on_device
+        j = indices[positions.to(device)]  # (B,)
+        x = (images[j].reshape(j.numel(), -1, 1).float() - self.shift) / self.scale  # (B, H*W, 1)
+        return x, labels[j]
+
 
 class PadCollate:
     """Batch token items, right-padding with PAD_ID to the batch maximum (as the S4 code does) or

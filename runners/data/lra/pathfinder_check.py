@@ -35,8 +35,8 @@ from scipy import ndimage
 
 from runners.atomic import write_text_atomic
 from runners.data.lra.pathfinder import load_pathfinder
-from runners.data.lra.pathfinder_gen import (PathfinderParams, SampleGeometry, generate_pathfinder, paddle_layer,
-                                            pathfinder_params, render, sample_geometry)
+from runners.data.lra.pathfinder_gen import (PairPool, PathfinderParams, SampleGeometry, _marker, generate_pathfinder,
+                                            intensity_image, paddle_layer, pathfinder_params, render, sample_geometry)
 
 #: the global statistics shortcut_probe tries, in the order of its result
 SHORTCUT_FEATURES = ("lit_pixels", "total_intensity", "marker_distance", "connected_pieces", "distractors")
@@ -59,18 +59,28 @@ def _path_mask(paddles: list, p: PathfinderParams, scale: int, bridge: float) ->
     return mask
 
 
+def max_gap(p: PathfinderParams, margin: int) -> float:
+    """The farthest apart (pixels) the original's rules can put consecutive paddles of a path: the pivot moves
+    paddle_length + 2 margin and is rounded up (up to sqrt 2), the far ends are whole pixels truncated from the
+    circle of radius paddle_length + margin (up to sqrt 2 off it, at either paddle), and a paddle's drawn end is
+    rounded up at the antialias scale (up to sqrt 2 / aa)."""
+    return 2 * margin + 3 * math.sqrt(2) + math.sqrt(2) / p.antialias_scale
+
+
 def label_problems(g: SampleGeometry, p: PathfinderParams, label: int, scale: int = 4) -> list[str]:
     """What makes this image's label unreadable, from the generator's records (empty list: none).
 
-    Each target, drawn alone at ``scale`` x with its gaps bridged (half width margin + half a fine pixel),
-    must be one connected piece; each marker must sit on a tip of a target (the start of
-    ``targets[origin]``, the far end of ``targets[terminal]``); the markers share a target iff ``label``
-    is 1; and in the rendered image both markers must be drawn at full brightness (they are the
-    brightest objects in LRA's images).
+    Each target, drawn alone at ``scale`` x with its gaps bridged (half width ``max_gap`` / 2 plus half a fine
+    pixel: wider gaps than the original's rounding allows), must be one connected piece; each marker must sit on
+    a tip of a target (the start of ``targets[origin]``, the far end of ``targets[terminal]``); the markers share a
+    target iff ``label`` is 1; and in the rendered image each marker's centre pixel must be at least as bright as
+    the marker itself (markers are max-composited over the paddles; the original does not keep them the
+    brightest objects: at 32 x 32 distractor paddles, of contrast 2, outshine them in two thirds of its images).
     """
     problems = []
     for k, t in enumerate(g.targets):
-        _, pieces = ndimage.label(_path_mask(t, p, scale, g.margin + 0.5 / scale), structure=np.ones((3, 3)))
+        mask = _path_mask(t, p, scale, max_gap(p, g.margin) / 2 + 0.5 / scale)
+        _, pieces = ndimage.label(mask, structure=np.ones((3, 3)))
         if pieces != 1:
             problems.append(f"target {k} falls apart into {pieces} pieces")
     tips = [[t[0][0], t[-1][1]] for t in g.targets]
@@ -82,9 +92,10 @@ def label_problems(g: SampleGeometry, p: PathfinderParams, label: int, scale: in
         own.append(near[0] if near else -1)
     if (own[0] == own[1]) != (label == 1):
         problems.append(f"label {label} but the markers are on targets {own}")
-    image = render(g, p)
+    raw = intensity_image(g, p)  # (R, R) before the final scaling (which keeps the order of intensities)
     for m in g.markers:
-        if image[int(round(m[0])), int(round(m[1]))] < 230:
+        y, x = int(round(m[0])), int(round(m[1]))
+        if raw[y, x] < _marker(p, m)[y, x] / 255.0:  # below the marker's own intensity at its centre pixel
             problems.append(f"marker at {tuple(round(c, 1) for c in m)} is faint")
     return problems
 
@@ -109,20 +120,20 @@ def path_statistics(*, resolution: int = 32, n: int = 400, seed: int = 5) -> dic
     targets' turns between consecutive paddles: mean |turn| in degrees and the fraction of exactly straight
     ones."""
     p = pathfinder_params(resolution)
-    rng = np.random.default_rng(seed)
+    rng, pool = np.random.default_rng(seed), PairPool()
     near = np.ones((3, 3), dtype=bool)
     hits = {"targets_share_pixel": 0, "targets_within_1px": 0, "target_distractor_share_pixel": 0,
             "target_distractor_within_1px": 0, "distractors_per_image": 0, "images_without_distractors": 0}
     turns: list[float] = []
 
-    def lit(paddles: list) -> np.ndarray:
-        layer = paddle_layer(paddles, p)  # (R, R)
-        return layer > 0.35 * layer.max() if paddles else np.zeros_like(layer, dtype=bool)
+    def lit(snakes: list, margin: int) -> np.ndarray:
+        layer = paddle_layer(snakes, p, margin)  # (R, R)
+        return layer > 0.35 * layer.max() if snakes else np.zeros_like(layer, dtype=bool)
 
     for k in range(n):
-        g = sample_geometry(rng, p, k % 2)
-        t0, t1 = lit(g.targets[0]), lit(g.targets[1])
-        d = lit([pad for snake in g.distractors for pad in snake])
+        g = sample_geometry(rng, p, k % 2, pool=pool)
+        t0, t1 = lit(g.targets[:1], g.margin), lit(g.targets[1:], g.margin)
+        d = lit(g.distractors, g.margin)
         hits["targets_share_pixel"] += bool((t0 & t1).any())
         hits["targets_within_1px"] += bool((ndimage.binary_dilation(t0, near) & t1).any())
         hits["target_distractor_share_pixel"] += bool(((t0 | t1) & d).any())
@@ -156,9 +167,9 @@ def shortcut_probe(*, resolution: int = 32, n: int = 2000, seed: int = 0) -> dic
     if n < 20:
         raise ValueError(f"shortcut_probe: n must be at least 20, got {n}")
     p = pathfinder_params(resolution)
-    rng = np.random.default_rng(seed)
+    rng, pool = np.random.default_rng(seed), PairPool()
     labels = rng.integers(2, size=n)  # (n,)
-    feats = np.array([_global_statistics(sample_geometry(rng, p, int(y)), p) for y in labels])  # (n, 5)
+    feats = np.array([_global_statistics(sample_geometry(rng, p, int(y), pool=pool), p) for y in labels])  # (n, 5)
     half = n // 2
     return {name: _threshold_accuracy(feats[:half, j], labels[:half], feats[half:, j], labels[half:])
             for j, name in enumerate(SHORTCUT_FEATURES)}

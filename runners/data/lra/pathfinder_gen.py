@@ -1,19 +1,75 @@
 """Pathfinder / Path-X generator (Linsley et al. 2018; LRA's per-resolution settings), written anew.
 
-An image holds two target paths and a few short distractor paths, each a "snake" of dashed
-segments ("paddles"): paddle k+1 starts ``2 * margin`` beyond paddle k along a bend. A new heading is
-drawn among the original's discrete ones (toward the integer pixels on a circle of radius
-``paddle_length + margin``) with weight ``cos(min(|turn| * continuity, pi/2))^2`` times how free its far
-end is, the whole paddle is then tested against the paddles already committed (drawn, except each
-snake's newest), and after ``max_paddle_retrial + 1`` rejected draws the snake fails. The first target
-starts anywhere outside a ``2 * seed_distance`` border, the second ``seed_distance`` away at a random
-angle; both grow alternately and any failure restarts both. A circle marker is put on the start of
-one target and on the far end of the same target (label 1) or of the other target (label 0). Labels
-are balanced exactly within every batch.
+It follows the original generator, github.com/drewlinsley/pathfinder ``snakes2.py`` / ``snakes.py`` (the code LRA
+generated its data with), step by step, in its own code:
 
-Parameters per resolution are those LRA's TFDS builder documents for its data (generated with
-github.com/drewlinsley/pathfinder ``snakes2``), with that script's defaults where LRA set none
-(no single-paddle distractors: the script sets ``use_single_paddles = False``), and Python 2
+- Positions are whole pixels. A paddle is drawn at the antialias scale (a line of width thickness x aa, from the
+  centre pixel of a window of 2 half aa + 1 pixels, half = paddle length + ceil(thickness) + margin, its other end
+  rounded up) and Lanczos-resized alone to its 2 half + 1 window through uint8 (scipy.misc.imresize); its mask is
+  the line dilated by a disk of radius margin x aa, resized the same way. The occupancy is the max of the committed
+  masks, with the padding at 1, in float32 steps of 1/255 as the original keeps it.
+- A path grows from a pivot that moves paddle_length + 2 margin along the last heading, rounded up. The candidate
+  far ends are the pixels one pixel of arc apart on the circle of radius paddle_length + margin around it,
+  truncated and deduplicated; each weighs cos(min(|turn| continuity, pi/2))^2 x (1 - the occupancy dilated by the
+  margin's disk); below a total of 1e-4 the path is at a dead end. Up to max_paddle_retrial + 1 far ends are drawn;
+  the paddle drawn back from one must keep its mask plus the occupancy below 1.8 (saturated pixels meeting).
+- A seeded snake (the first target, every distractor) draws an integer heading and then a start where the
+  occupancy (with a frame taken: 2 seed_distance for the first target, one pixel for distractors) dilated by the
+  paddle's own saturated mask, one pixel off the element's centre, is at most 0.3. OpenCV pads that float dilation
+  with the lowest float, and unless the element reaches every quadrant the original then finds no free start at
+  all: at 32 x 32 only the 30 headings -150..-121 degrees can start a snake (95 of 360 at 64; 354 and 360 at 128;
+  all at 256), so the first target always starts heading up-left and of five distractor snakes about one is
+  placed. A seed whose far end or pivot leaves the image is redrawn (up to max_paddle_retrial + 1 times).
+- The second target starts seed_distance from the first at an integer angle (rounded half to even) with no
+  occupancy test. The two grow alternately and any failure restarts both. A snake's newest paddle is committed
+  only when its next one is placed, and at the end only the second target's last one: the targets' growing tips
+  are never tested against each other, and distractors may cover the first target's far end.
+- Distractors: num_distractors snakes of max_snake_retrial + 1 attempts each, none started once under 1 % of the
+  image is free; a failed one leaves no trace.
+- Markers: a disk of radius marker_radius x aa around pixel (y aa, x aa) at the antialias scale (0.25 pixel up-left
+  of the 1x pixel's centre at aa = 2), resized; intensity 1, max-composited with the paddles (targets at snake
+  contrast x paddle contrast, distractors at the snake contrast). The image is then scaled min..max to 0..255
+  (scipy.misc.imsave): where a distractor (contrast 2 at 32 x 32) is brighter than 1, the markers are not the
+  brightest pixels (two thirds of the 32 x 32 images).
+- Labels are drawn at random per image, as the original does (not balanced).
+
+Attempts at the two targets are independent, so many are run at once as arrays (``_target_pairs``) and the
+successes kept for the next images (``PairPool``): the same distribution as restarting one attempt at a time, as
+the original does. On one core, PNGs written: 5 ms per image at 32 x 32, 44 ms at 64, 42 ms at 128 (Path-X) and
+30 ms at 256; the original 0.20 s, 4.3 s, 2.3 s and 0.20 s. With ``batch=1`` the random draws are made in the
+original's order: driven by the original's own random stream (legacy numpy, same seed) this generator reproduces
+its images pixel for pixel (checked outside the suite on 200 images at 32 x 32, 4 at 64, 8 at 128 and 4 at 256, and
+as many again on other seeds, of the original run under Python 3 with scipy.misc.imresize / imsave re-created with
+scipy 1.x semantics).
+
+Measured (``runners.data.lra.pathfinder_stats``; tests/test_pathfinder_fidelity.py holds each within sampling
+error) at 32 x 32, the original (4,000 images, numpy seeds 1 and 2) against this generator (4,000 images, seed 11):
+pixels = 0: 65.93 % / 65.95 %; 1-31, 32-127, 128-254, 255: 19.6, 6.0, 8.3, 0.22 % / 19.6, 6.0, 8.3, 0.22 %; non-zero
+fraction 0.341 +- 0.038 / 0.341 +- 0.038; ink (sum / 255) 80.9 +- 7.9 / 80.8 +- 7.8; 8-connected pieces above 0 and
+above 64: 8.3, 13.7 / 8.4, 13.8; pixels at 255: 2.25 / 2.26; markers the brightest pixels: 34.2 % / 34.7 %;
+distractor snakes 1.15 (25.9 % none) / 1.13 (26.2 % none); distance between the target starts 7.04 +- 0.26 / 7.05
++- 0.25; label 1: 50.4 % / 50.1 %. A logistic regression on raw pixels (6,000 images to fit, 2,000 to test) tells
+the two apart 50.4 % of the time (the previous version of this generator: 92.2 %). Paths meet as in the original:
+the two targets light a common pixel in 24.0 % of 400 images and come within one pixel in 65.5 %, a target and a
+distractor 5.3 % / 41.5 %; mean |turn| 31.9 degrees, 18 % straight (the original, 200 images: 26.5 / 68.5 %,
+7.5 / 41.0 %, 32.0-32.3 degrees, 18 %; ``path_statistics`` of ``runners.data.lra.pathfinder_check``).
+
+What differs from the original, none of it visible in the images' distribution:
+
+- The random stream (numpy's Generator, one per batch) and, in batches, the order of draws; contrasts are drawn
+  after the placement (they do not affect it) and the pair of snake contrasts by numpy rather than Python's
+  ``random.shuffle``.
+- The second target's start must lie inside the image (the original draws it there anyway with LRA's parameters),
+  the padding must be at least one pixel (LRA's are 1 and 22), and the search gives up after MAX_PAIR_ATTEMPTS
+  failed attempts at the two targets (the original never gives up).
+- Options LRA does not use (single-paddle distractors, the segmentation task) are not implemented.
+
+Not compared: LRA's release images themselves (not at hand here). The original ran under Python 2, so with Pillow
+6.2 at the latest: Pillow 6.2.2 draws and resizes every paddle, mask and marker of the four resolutions byte for
+byte as the Pillow 13.0 used here does (checked outside the suite).
+
+Parameters per resolution are those LRA's TFDS builder documents for its data, with that script's defaults where
+LRA set none (no single-paddle distractors: the script sets ``use_single_paddles = False``), and Python 2
 integer division where LRA wrote ``contour_length / 3`` (the script is Python 2):
 
 ==========  =====  ======  ====  =======  =========  ======  ======  ==========  ===========  ========
@@ -25,62 +81,8 @@ resolution  pad.   paddle  gap   thick.   marker r   seed d  contin. distractors
 256         22     5       [3]   2.0      5.0        27      1.8     7 x 4        1.0          1.0
 ==========  =====  ======  ====  =======  =========  ======  ======  ==========  ===========  ========
 
-All with contour_length 14 (the ``curv_contour_length_14`` difficulty LRA uses) and antialias scale 2.
-Target paddles have intensity snake contrast x paddle contrast, distractors the snake contrast,
-markers 1. Three behaviours of the original that shape LRA's images are reproduced on purpose:
-
-- Seeded snakes (the first target and every distractor) can start only with some headings: the
-  original looks for free start pixels by dilating the occupancy (a float image) with the paddle's
-  saturated mask pixels, offset one pixel from the kernel's anchor, and OpenCV pads with -inf; for
-  headings whose kernel misses its anchor no start pixel is free and the attempt fails
-  (``seed_orientations`` recomputes which, by the same drawing and resizing). At 32 x 32 that leaves
-  30 of 360 headings (-150 to -121 degrees), so only about one of the five distractor snakes gets
-  placed, and the first target always starts heading up-left.
-- Lines and markers are drawn hard-edged at 2x and Lanczos-resized to 1x (through uint8, as
-  scipy.misc.imresize did), then the image is scaled min..max to 0..255 (scipy.misc.imsave): thin
-  paddles come out at about half intensity, so the markers are the brightest objects.
-- A new paddle is tested only against committed paddles. A paddle is committed when the next paddle of
-  its snake is placed, and once both targets are complete only the second target's last paddle is (the
-  original commits ``current_segment_masks[-1]``); the second target's first paddle is placed with a
-  bounds test alone. So the growing tips of the two targets may touch or cross each other, and a
-  distractor may cover the first target's far end: the junctions that make some of LRA's images
-  ambiguous (and, rarely, a target's far end lands on the other's tip). In 200 images of the original at
-  32 x 32 (run outside the suite, in a Python 3 port with scipy's resizing re-created) the two targets
-  light a common pixel in 26.5 % of images and come within one pixel in 68.5 %, a target and a
-  distractor 7.5 % / 41.0 %; in 400 of this generator 31.0 % / 63.8 % and 7.8 % / 38.0 % (measured by
-  ``path_statistics`` of ``runners.data.lra.pathfinder_check``, the port's images by the same rules). An
-  earlier version of this generator kept all paths apart (0 % / 37 % and 0 % / 31 %): S4 reached 99 %
-  test accuracy on its images, far above the paper's 94.2 on the release.
-
-Remaining differences from the original, each kept for a reason:
-
-- Hard distances for the original's blurred masks. The original rejects a paddle where the sum of its
-  Lanczos-blurred, margin-dilated mask and the committed mask reaches 1.8 (only where saturated line
-  pixels meet: parallel paddles one pixel apart pass), and weights a far end by 1 - (that mask
-  dilated by the margin's cross; the padding is part of it). Here a paddle's points (every half
-  pixel) must stay more than ``thickness + 0.5`` pixels from committed paddles; a far end weighs 0
-  outside the padding, within one pixel of it or within ``thickness + 2 margin - 1.25`` pixels of a
-  committed paddle (the keep-out), 0.2 where a 4-neighbour is in the keep-out, else 1. The same rules
-  without the blur's ringing, and cheap; their constants are those among the variants tried whose
-  contact rates and distractor count (above and below) come closest to the original's at 32 x 32.
-- Headings are the original's discrete set (so paths run in straight, grid-aligned strokes as there:
-  at 32 x 32 19 % of target turns are exactly 0 degrees, the original 18 %; mean |turn| 33.1 against
-  32.0-32.3 degrees in two samples of 300 images of the port), but positions are float: the original
-  rounds pivots up (``ceil``) and places paddles on integer pixels, which spreads the gap between
-  paddles over 1-2.8 pixels (here 1.6-2.0). A total far-end weight below 1e-4 is a dead end, as there.
-- Each paddle is resized to 1x alone, as in the original, but by exactly 1 / aa over a window around it
-  instead of the original's paddle window (17 -> 9 pixels at 32 x 32, a 1.89x resize); intensities
-  differ by a few grey levels, not in kind.
-- A distractor's start is drawn among free pixels where its first paddle fits (64 tested), instead of
-  from the dilated availability map; same intent (a free start), no -inf artefact beyond the heading rule.
-- At 64 and 128 (``target_dead_ends``) a target that fails to extend is retracted by 1-3 paddles and
-  regrown (up to 30 times) before both restart: with restarts alone long targets rarely fit at these
-  sizes and generation is dozens of times slower. At 32 and 256 failures restart both targets, as in
-  the original.
-- Somewhat fewer distractors at 32 x 32: 0.92 distractor snakes per image (34 % of images none)
-  against the original's 1.14-1.23 (23-25 % none) in two samples of it (200 and 400 images). The
-  heading rule is the original's (11 of 12 attempts fail on it in both); a looser body test places
-  more distractors but then paths meet far more often than in the original.
+All with contour_length 14 (the ``curv_contour_length_14`` difficulty LRA uses), antialias scale 2, 4 attempts
+more per distractor snake and 2 draws more per paddle ("gap" is the margin, drawn per image).
 
 Layout written (the release's): ``<out>/pathfinder<R>/curv_contour_length_14/imgs/<k>/sample_<i>.png``
 and ``metadata/<k>.npy``, a text file with one line per image:
@@ -99,34 +101,32 @@ from typing import Optional
 
 import numpy as np
 from PIL import Image, ImageDraw
+from scipy import ndimage
 
 from runners.atomic import atomic_path, write_text_atomic
 from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY
 from runners.data.progress import progress_bar
 
-MAX_PAIR_ATTEMPTS = 50000  # restarts of the two targets before giving up (the original never gives up)
-SEED_TRIES = 64  # free pixels tested as a distractor's start
-BACKTRACK_MAX = 3  # a dead end retracts the growing target by 1..BACKTRACK_MAX paddles
-#: keep-out radius = paddle thickness + 2 margin - KEEPOUT_OFFSET pixels (module docstring, "Hard distances")
-KEEPOUT_OFFSET = 1.25
-#: a paddle's points must stay more than paddle thickness + BODY_SLACK pixels from committed paddles (the
-#: original's ``mask + m_im < 1.8`` rejects only paddles whose saturated line pixels meet: parallel paddles one
-#: pixel apart pass)
-BODY_SLACK = 0.5
-#: weight of a far end with a 4-neighbour in the keep-out (the original weights far ends by 1 - its mask dilated
-#: by the margin's cross, the mask being about 0.8 one pixel off a paddle's line)
-HEAD_NEAR_WEIGHT = 0.2
-#: pixels around a paddle's box in which it is resized alone: beyond the Lanczos filter's reach (3 pixels at 1x)
-PADDLE_WINDOW_PAD = 6
+MAX_PAIR_ATTEMPTS = 10_000_000  # attempts at the two targets before giving up (the original never gives up)
+MAX_BATCH_BYTES = 64 << 20  # memory for one batch of target attempts (occupancies and temporaries)
+#: the original's occupancy thresholds: a pixel is taken for a start where its (dilated) mask exceeds SEED_TAKEN,
+#: and a paddle is refused where its mask plus the occupancy reaches BODY_OVERLAP (saturated pixels meeting)
+SEED_TAKEN = 0.3
+BODY_OVERLAP = 1.8
+#: a distractor is not started once fewer than this fraction of pixels are free (mask <= SEED_TAKEN)
+STOP_AVAILABILITY = 0.01
+#: a turn distribution whose total weight is below this is a dead end
+MIN_TOTAL_WEIGHT = 1e-4
+_LANCZOS = Image.Resampling.LANCZOS
 
 
 @dataclass(frozen=True)
 class PathfinderParams:
     resolution: int
-    padding: int                      # no paddle point closer than this to the border
+    padding: int                      # border of the occupancy mask (pixels) that paddles keep off
     paddle_length: int
-    paddle_margins: tuple[int, ...]   # gap parameter, one drawn per image; gap between paddles = 2 margin
-    paddle_thickness: float
+    paddle_margins: tuple[int, ...]   # one drawn per image; a paddle starts about 2 margin past the last one
+    paddle_thickness: float           # line width at the antialias scale is thickness * antialias_scale
     marker_radius: float
     seed_distance: int                # distance between the starts of the two targets
     continuity: float                 # turn weight cos(min(|turn| continuity, pi/2))^2
@@ -135,10 +135,9 @@ class PathfinderParams:
     snake_contrasts: tuple[float, ...]
     paddle_contrasts: tuple[float, ...]
     contour_length: int = 14          # paddles per target snake
-    max_snake_retrial: int = 4        # distractor snake attempts (original: max_distractor_contour_retrial)
-    max_paddle_retrial: int = 2       # rejected turn draws allowed per paddle, minus one (original's name)
+    max_snake_retrial: int = 4        # extra attempts per distractor snake (original: max_distractor_contour_retrial)
+    max_paddle_retrial: int = 2       # extra draws per paddle (original's name)
     antialias_scale: int = 2          # drawing resolution / image resolution (LRA: 2 at every resolution)
-    target_dead_ends: int = 0         # failed target extensions retracted and regrown before a restart
 
 
 PARAMS = {
@@ -147,10 +146,10 @@ PARAMS = {
                          num_distractors=5, snake_contrasts=(2.0,), paddle_contrasts=(0.75,)),
     64: PathfinderParams(64, padding=1, paddle_length=5, paddle_margins=(1,), paddle_thickness=1.0,
                          marker_radius=2.5, seed_distance=12, continuity=1.8, distractor_length=4,
-                         num_distractors=5, snake_contrasts=(0.8,), paddle_contrasts=(1.0,), target_dead_ends=30),
+                         num_distractors=5, snake_contrasts=(0.8,), paddle_contrasts=(1.0,)),
     128: PathfinderParams(128, padding=1, paddle_length=5, paddle_margins=(2, 3), paddle_thickness=1.5,
                           marker_radius=3.0, seed_distance=20, continuity=1.8, distractor_length=4,
-                          num_distractors=8, snake_contrasts=(0.9,), paddle_contrasts=(1.0,), target_dead_ends=30),
+                          num_distractors=8, snake_contrasts=(0.9,), paddle_contrasts=(1.0,)),
     256: PathfinderParams(256, padding=22, paddle_length=5, paddle_margins=(3,), paddle_thickness=2.0,
                           marker_radius=5.0, seed_distance=27, continuity=1.8, distractor_length=4,
                           num_distractors=7, snake_contrasts=(1.0,), paddle_contrasts=(1.0,)),
@@ -164,346 +163,635 @@ def pathfinder_params(resolution: int) -> PathfinderParams:
     return PARAMS[resolution]
 
 
-def _seg_dist(py: np.ndarray, px: np.ndarray, a: tuple, b: tuple) -> np.ndarray:
-    """Distance from points (py, px) (broadcastable arrays) to the segment a-b (each (y, x))."""
-    dy, dx = b[0] - a[0], b[1] - a[1]
-    qy, qx = py - a[0], px - a[1]
-    t = np.minimum(np.maximum((qy * dy + qx * dx) * (1.0 / max(dy * dy + dx * dx, 1e-12)), 0.0), 1.0)
-    return np.hypot(qy - t * dy, qx - t * dx)
+# ---------------------------------------------------------------------------------------------------------------
+# integer geometry
 
 
-def _box(a: tuple, b: tuple, r: float, size: int):
-    """Pixel index ranges (y0, y1, x0, x1), inclusive, of the box around a-b grown by r."""
-    return (max(0, math.floor(min(a[0], b[0]) - r)), min(size - 1, math.ceil(max(a[0], b[0]) + r)),
-            max(0, math.floor(min(a[1], b[1]) - r)), min(size - 1, math.ceil(max(a[1], b[1]) + r)))
+def _step(y: int, x: int, theta: float, dist: float) -> tuple[int, int]:
+    """(y, x) moved ``dist`` along heading ``theta`` (radians; y down), each coordinate rounded up: the
+    original's rounding of every pivot, start and far end."""
+    return math.ceil(y + dist * math.sin(theta)), math.ceil(x + dist * math.cos(theta))
 
 
-class _Canvas:
-    """Occupancy of one image (reversible): how many committed paddles keep each pixel out (``count``: far
-    ends, distractor starts) and how many lie within ``body_radius`` of it (``body``: a paddle's points)."""
-
-    def __init__(self, p: PathfinderParams, margin: int):
-        self.p, self.margin, self.R = p, margin, p.resolution
-        self.keepout = p.paddle_thickness + 2 * margin - KEEPOUT_OFFSET
-        self.count = np.zeros((self.R, self.R), dtype=np.int16)  # (R, R)
-        self.body_radius = p.paddle_thickness + BODY_SLACK
-        self.body = np.zeros((self.R, self.R), dtype=np.int16)  # (R, R): committed paddles within body_radius
-        self.lo, self.hi = float(p.padding), float(self.R - 1 - p.padding)
-        self.n_points = int(math.ceil(p.paddle_length / 0.5)) + 1  # tested points along a paddle
-
-    def feasible(self, a: tuple, b: tuple) -> bool:
-        """Whether paddle a-b stays inside the padding and more than ``body_radius`` from committed paddles,
-        tested at points every half pixel along it."""
-        lo, hi = self.lo, self.hi
-        if not (lo <= min(a[0], b[0]) and max(a[0], b[0]) <= hi and lo <= min(a[1], b[1]) and max(a[1], b[1]) <= hi):
-            return False
-        count, k = self.body, self.n_points - 1
-        dy, dx = b[0] - a[0], b[1] - a[1]
-        for i in range(k + 1):
-            y, x = a[0] + dy * i / k, a[1] + dx * i / k
-            if count[int(y + 0.5), int(x + 0.5)]:
-                return False
-        return True
-
-    def head_free(self, ey: np.ndarray, ex: np.ndarray) -> np.ndarray:
-        """Weights (n,) of far ends (arrays (n,)), as the original's 1 - (mask dilated by the margin cross):
-        0 outside the padding, within one pixel of it (the padding is part of the original's mask) or on a
-        kept-out pixel, HEAD_NEAR_WEIGHT with a kept-out 4-neighbour, else 1."""
-        inside = (ey >= self.lo) & (ey <= self.hi) & (ex >= self.lo) & (ex <= self.hi)
-        iy = np.minimum((np.clip(ey, 0.0, self.R - 1) + 0.5).astype(np.intp), self.R - 1)
-        ix = np.minimum((np.clip(ex, 0.0, self.R - 1) + 0.5).astype(np.intp), self.R - 1)
-        ok = inside & (iy >= self.lo + 1) & (iy <= self.hi - 1) & (ix >= self.lo + 1) & (ix <= self.hi - 1)
-        count, top = self.count, self.R - 1
-        ok &= count[iy, ix] == 0
-        # where ok, the 4-neighbours lie inside the image; elsewhere the weight is 0 whatever they read
-        near = ((count[np.maximum(iy - 1, 0), ix] > 0) | (count[np.minimum(iy + 1, top), ix] > 0)
-                | (count[iy, np.maximum(ix - 1, 0)] > 0) | (count[iy, np.minimum(ix + 1, top)] > 0))
-        return ok * np.where(near, HEAD_NEAR_WEIGHT, 1.0)
-
-    def mark(self, a: tuple, b: tuple, delta: int) -> None:
-        """Add (delta=1) or remove (delta=-1) the keep-out and body footprints of paddle a-b."""
-        y0, y1, x0, x1 = _box(a, b, max(self.keepout, self.body_radius), self.R)
-        py = np.arange(y0, y1 + 1, dtype=np.float64)[:, None]
-        px = np.arange(x0, x1 + 1, dtype=np.float64)[None, :]
-        d = _seg_dist(py, px, a, b)
-        self.count[y0:y1 + 1, x0:x1 + 1] += delta * (d <= self.keepout)
-        self.body[y0:y1 + 1, x0:x1 + 1] += delta * (d <= self.body_radius)
-
-    def free_fraction(self) -> float:
-        return float((self.count == 0).mean())
+def _reverse(theta: float) -> float:
+    """theta + pi wrapped the original's way: into [0, pi) for negative theta, into [-pi, 0] otherwise."""
+    return theta + math.pi if theta < 0 else theta - math.pi
 
 
-class _Snake:
-    """Paddles (start, end) and headings; all but the last paddle are marked on the canvas."""
-
-    def __init__(self, start: tuple, theta: float, length: float):
-        self.paddles = [(start, (start[0] + length * math.sin(theta), start[1] + length * math.cos(theta)))]
-        self.thetas = [theta]
-
-    @property
-    def last(self):
-        return self.paddles[-1]
+def _radians(degrees: int) -> float:
+    return degrees * math.pi / 180
 
 
-def _turn_table(p: PathfinderParams, margin: int) -> tuple[np.ndarray, np.ndarray]:
-    """The original's candidate headings (``get_coords_cmf``): the integer pixels hit by points one pixel of
-    arc apart on the circle of radius paddle_length + margin around the (integer) pivot, truncated
-    (``astype(int)`` of positive image coordinates: the floor of the offsets) and deduplicated; a heading is
-    the angle of its pixel's displacement (two pixels may share one, e.g. 0 degrees at 32 x 32).
-    Returns absolute headings (radians) and unit weights; :func:`_extend` weights them by the turn."""
-    r = p.paddle_length + margin
-    phi = np.radians(np.arange(0, 360, 360.0 / (2 * r * np.pi)))
-    off = np.unique(np.floor(np.stack([r * np.sin(phi), r * np.cos(phi)], 1)).astype(int), axis=0)
-    headings = np.arctan2(off[:, 0], off[:, 1]).astype(np.float64)
-    return headings, np.ones_like(headings)
+def _disk(radius: int) -> np.ndarray:
+    """bool (2 r + 1, 2 r + 1): the pixels within ``radius`` of the centre."""
+    yy, xx = np.ogrid[-radius:radius + 1, -radius:radius + 1]
+    return yy ** 2 + xx ** 2 <= radius ** 2
 
 
-def _extend(rng: np.random.Generator, canvas: _Canvas, snake: _Snake, turns, weights) -> bool:
-    """Add one paddle ``2 margin`` beyond the last one, as the original does: a turn is drawn with weight
-    ``cos^2`` x its far end's weight (:meth:`_Canvas.head_free`), the whole paddle is then tested against the
-    committed paddles (:meth:`_Canvas.feasible`), and after ``max_paddle_retrial + 1`` rejected draws the
-    extension fails. On success the previous last paddle gets committed (marked)."""
-    p, m = canvas.p, canvas.margin
-    (_, end), theta = snake.last, snake.thetas[-1]
-    py, px = end[0] + m * math.sin(theta), end[1] + m * math.cos(theta)  # pivot
-    thetas = turns  # (T,) absolute headings; weight cos^2 of the turn, as the original
-    turn = np.abs((thetas - theta + math.pi) % (2 * math.pi) - math.pi)
-    weights = weights * np.cos(np.minimum(turn * p.continuity, math.pi / 2)) ** 2
-    uy, ux = np.sin(thetas), np.cos(thetas)
-    sy, sx = py + m * uy, px + m * ux
-    ey, ex = sy + p.paddle_length * uy, sx + p.paddle_length * ux
-    w = weights * canvas.head_free(ey, ex)
-    cdf = np.cumsum(w)
-    if cdf[-1] < 1e-4:  # the original: a pmf total below 1e-4 is a dead end (also for turns of 90 degrees)
-        return False
-    for _ in range(p.max_paddle_retrial + 1):
-        j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(w) - 1)
-        a, b = (float(sy[j]), float(sx[j])), (float(ey[j]), float(ex[j]))
-        if canvas.feasible(a, b):
-            canvas.mark(*snake.last, 1)
-            snake.paddles.append((a, b))
-            snake.thetas.append(float(thetas[j]))
-            return True
-    return False
+def _half(p: PathfinderParams, margin: int) -> int:
+    """Half size (1x pixels) of the window a paddle is drawn in: paddle length + ceil(thickness) + margin."""
+    return p.paddle_length + math.ceil(p.paddle_thickness) + margin
 
 
-def _retract(canvas: _Canvas, snake: _Snake) -> None:
-    """Undo the last _extend of ``snake`` (its first paddle stays)."""
-    if len(snake.paddles) > 1:
-        snake.paddles.pop()
-        snake.thetas.pop()
-        canvas.mark(*snake.last, -1)
+def _blown_offset(p: PathfinderParams, margin: int, theta: float) -> tuple[int, int]:
+    """(dy, dx) at the antialias scale from a paddle's anchor to its other end, drawn along ``theta``: the end is
+    rounded up from the window's centre pixel, as the original draws it."""
+    aa = p.antialias_scale
+    c = _half(p, margin) * aa
+    ey, ex = _step(c, c, theta, p.paddle_length * aa)
+    return ey - c, ex - c
 
 
-def _random_theta(rng: np.random.Generator) -> float:
-    return math.radians(int(rng.integers(-180, 180)))
+# ---------------------------------------------------------------------------------------------------------------
+# one paddle: its picture and its occupancy mask
+
+
+def _bytes_resize(big: np.ndarray, size: int) -> np.ndarray:
+    """uint8 (size, size): a uint8 image Lanczos-resized by PIL (scipy.misc.imresize on uint8 input)."""
+    return np.asarray(Image.fromarray(big).resize((size, size), _LANCZOS))
 
 
 @functools.lru_cache(maxsize=None)
-def seed_orientations(paddle_length: int, thickness: float, margin: int, aa: int) -> np.ndarray:
-    """bool (360,): which integer headings -180..179 degrees a seeded snake (the first target, a distractor)
-    may start with.
+def _sprite(p: PathfinderParams, margin: int, dy: int, dx: int) -> tuple[np.ndarray, np.ndarray]:
+    """(line uint8 (S, S), mask float64 (S, S)), S = 2 half + 1: one paddle whose anchor is the window's centre
+    pixel and whose other end lies (dy, dx) away at the antialias scale.
 
-    The original finds free seed positions by dilating the occupancy with the paddle's own mask; the kernel
-    is that mask's saturated (== 255) pixels, placed one pixel down and right of the kernel's anchor, and
-    OpenCV pads a float image with -inf when dilating. Unless the kernel covers its anchor, the border
-    pixels become -inf, the original then finds no free position, and the seed attempt fails. Here the
-    mask is made the same way (line of width round(thickness aa) drawn at aa x resolution, dilated by a
-    disk of radius margin aa, Lanczos-resized to 1x) and the anchor pixel tested.
+    As the original: a line of width thickness * aa (white on black) is drawn in a window of 2 half aa + 1
+    pixels, from its centre pixel; the line, and the line dilated by a disk of radius margin * aa (the
+    paddle's keep-out), are Lanczos-resized to S x S through uint8. The mask is those bytes / 255 in float32
+    precision, as the original keeps it (its occupancy tests compare sums of these values with thresholds).
     """
-    cm = paddle_length + math.ceil(thickness) + margin  # half size of the 1x window
-    n, c, r = 2 * cm * aa + 1, cm * aa, margin * aa
-    yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
-    disk = list(zip(*np.nonzero(yy ** 2 + xx ** 2 <= r * r)))
-    out = np.zeros(360, dtype=bool)
-    for k, deg in enumerate(range(-180, 180)):
-        th = math.radians(deg)
-        head = (math.ceil(c + paddle_length * aa * math.cos(th)), math.ceil(c + paddle_length * aa * math.sin(th)))
-        im = Image.new("L", (n, n), 0)
-        ImageDraw.Draw(im).line([(c, c), head], fill=255, width=int(round(thickness * aa)))  # (x, y) points
-        line = np.pad(np.asarray(im) > 0, r)  # (n + 2r, n + 2r)
-        dilated = np.zeros((n, n), dtype=bool)
-        for dy, dx in disk:
-            dilated |= line[dy:dy + n, dx:dx + n]
-        small = Image.fromarray(dilated.astype(np.uint8) * 255).resize((2 * cm + 1,) * 2, Image.Resampling.LANCZOS)
-        out[k] = np.asarray(small)[cm - 1, cm - 1] == 255
-    return out
+    aa, half = p.antialias_scale, _half(p, margin)
+    n, c = 2 * half * aa + 1, half * aa
+    width = int(round(p.paddle_thickness * aa))
+    if width != p.paddle_thickness * aa:
+        raise ValueError(f"paddle thickness {p.paddle_thickness} x antialias {aa} must be a whole number of pixels")
+    im = Image.new("L", (n, n), 0)
+    ImageDraw.Draw(im).line([(c, c), (c + dx, c + dy)], fill=255, width=width)  # (x, y) points
+    big = np.asarray(im)  # (n, n) 0 / 255
+    keepout = ndimage.binary_dilation(big > 0, structure=_disk(margin * aa)).astype(np.uint8) * 255  # (n, n)
+    line = _bytes_resize(big, 2 * half + 1)  # (S, S)
+    mask = (_bytes_resize(keepout, 2 * half + 1) / 255.0).astype(np.float32).astype(np.float64)  # (S, S)
+    line.flags.writeable = mask.flags.writeable = False
+    return line, mask
 
 
-def _seed_theta(rng: np.random.Generator, p: PathfinderParams, margin: int) -> Optional[float]:
-    """A uniformly drawn integer heading, or None where the original's seed search fails for it."""
-    deg = int(rng.integers(-180, 180))
-    ok = seed_orientations(p.paddle_length, p.paddle_thickness, margin, p.antialias_scale)[deg + 180]
-    return math.radians(deg) if ok else None
-
-
-def _seed_ok(canvas: _Canvas, snake: _Snake) -> bool:
-    return canvas.feasible(*snake.last)
-
-
-def _two_targets(rng: np.random.Generator, p: PathfinderParams, margin: int, turns, weights):
-    """Two target snakes of contour_length paddles whose starts are seed_distance apart, or None.
-
-    The shorter snake (the first on ties) grows next, so they grow alternately as in the original. A
-    failed extension restarts both (the original's rule) unless ``p.target_dead_ends`` > 0: then that
-    snake is retracted by 1-3 paddles and regrown, up to that many times, before the restart. Each
-    target's newest paddle is uncommitted, so the other target's next paddle is not tested against it;
-    at the end only the second target's last paddle is committed (see the module docstring).
-    """
-    theta = _seed_theta(rng, p, margin)
-    if theta is None:
+def _window(anchor: tuple[int, int], half: int, size: int) -> Optional[tuple[slice, slice, slice, slice]]:
+    """(image rows, image cols, sprite rows, sprite cols) of a sprite centred on ``anchor``, clipped to the
+    image; None when nothing of it is inside."""
+    y, x = anchor
+    y0, y1, x0, x1 = max(y - half, 0), min(y + half, size - 1), max(x - half, 0), min(x + half, size - 1)
+    if y0 > y1 or x0 > x1:
         return None
-    canvas = _Canvas(p, margin)
-    R, sd = p.resolution, p.seed_distance
-    lo, hi = 2 * sd, R - 2 * sd  # the first target starts near the centre, as in the original
-    if hi <= lo:
-        lo, hi = p.padding, R - p.padding
-    y, x = rng.integers(lo, hi, size=2)
-    s1 = _Snake((float(y), float(x)), theta, p.paddle_length)
-    if not _seed_ok(canvas, s1):
-        return None
-    phi = math.radians(int(rng.integers(0, 360)))
-    s2 = _Snake((float(round(y + sd * math.sin(phi))), float(round(x + sd * math.cos(phi)))), _random_theta(rng),
-                p.paddle_length)
-    if not _seed_ok(canvas, s2):  # nothing is committed yet: inside the padding is all it needs
-        return None
-    snakes, dead_ends = [s1, s2], 0
-    while min(len(s.paddles) for s in snakes) < p.contour_length:
-        i = 0 if len(s1.paddles) <= len(s2.paddles) else 1
-        if not _extend(rng, canvas, snakes[i], turns, weights):
-            dead_ends += 1
-            if dead_ends > p.target_dead_ends:
-                return None
-            for _ in range(int(rng.integers(1, BACKTRACK_MAX + 1))):
-                _retract(canvas, snakes[i])
-    canvas.mark(*s2.last, 1)
-    return canvas, snakes
+    return (slice(y0, y1 + 1), slice(x0, x1 + 1),
+            slice(y0 - y + half, y1 - y + half + 1), slice(x0 - x + half, x1 - x + half + 1))
 
 
-def _distractor(rng: np.random.Generator, canvas: _Canvas, p: PathfinderParams, turns, weights):
-    """Grow one distractor snake; it is left marked on success, removed on failure.
+# ---------------------------------------------------------------------------------------------------------------
+# the original's tables
 
-    As in the original, the heading is drawn first (most headings fail, see ``seed_orientations``), then
-    the start uniformly among the free pixels where the first paddle fits (SEED_TRIES of them tested).
-    """
-    theta = _seed_theta(rng, p, canvas.margin)
-    if theta is None:
-        return None
-    free = np.flatnonzero(canvas.count == 0)
-    s = None
-    for k in rng.permutation(free.size)[:SEED_TRIES]:
-        y, x = divmod(int(free[k]), canvas.R)
-        s = _Snake((float(y), float(x)), theta, p.paddle_length)
-        if _seed_ok(canvas, s):
+#: float64 (256,): the occupancy value of a mask byte k as the original stores it (k / 255 in float32 precision)
+_BYTE_VALUE = (np.arange(256) / 255.0).astype(np.float32).astype(np.float64)
+#: bool (256, 256): an occupancy byte a and a new paddle's mask byte b pass the body test (sum below BODY_OVERLAP)
+_FITS = (_BYTE_VALUE[:, None] + _BYTE_VALUE[None, :]) < BODY_OVERLAP
+#: float64 (256,): the weight of a far end whose dilated occupancy byte is k
+_FREE = 1.0 - _BYTE_VALUE
+#: bool (256,): an occupancy byte that rules a start out
+_TAKEN = _BYTE_VALUE > SEED_TAKEN
+
+
+def _turn_offsets(p: PathfinderParams, margin: int) -> np.ndarray:
+    """int (N, 2): the original's candidate far ends around a pivot (``get_coords_cmf``): points one pixel of arc
+    apart on the circle of radius paddle_length + margin, truncated to their pixels and deduplicated, in (dy, dx)
+    order. Truncating an integer pivot plus an offset equals the pivot plus the offset's floor, except where an
+    offset lies within rounding error of an integer: only the exact ones at angle 0 do, which is checked here."""
+    r = p.paddle_length + margin
+    ang = np.arange(0, 360, 360.0 / (2 * r * np.pi)) * np.pi / 180
+    fy, fx = r * np.sin(ang), r * np.cos(ang)
+    for v in (fy, fx):
+        frac = np.abs(v - np.round(v))
+        if np.any((frac < 1e-9) & (frac != 0)):
+            raise ValueError(f"turn table of radius {r}: an offset lies within rounding error of an integer")
+    return np.unique(np.stack([np.floor(fy), np.floor(fx)], 1).astype(np.int64), axis=0)
+
+
+def _seed_offsets(p: PathfinderParams, margin: int, theta: float) -> np.ndarray:
+    """int (K, 2): how the original tests a start (``seed_snake``): it dilates the occupancy by a structuring
+    element made of the paddle's own mask drawn in a (2 (length + margin) + 1)^2 window one pixel down-right of the
+    window's centre, kept where saturated (== 255). A start q is free when no occupied pixel lies at q + o for an
+    offset o of the element (relative to its centre; OpenCV's dilation does not mirror the element)."""
+    _, mask = _sprite(p, margin, *_blown_offset(p, margin, theta))
+    half, span = _half(p, margin), p.paddle_length + margin
+    lo = half - span - 1  # sprite rows / cols that fall inside the element's window
+    return np.argwhere(mask[lo:lo + 2 * span + 1, lo:lo + 2 * span + 1] >= 1.0) - span
+
+
+def _usable(offsets: np.ndarray) -> bool:
+    """Whether the original's start search can succeed with this element at all. OpenCV pads the float occupancy
+    with the lowest float when dilating: an image pixel that sees no offset inside the image gets a negative
+    value, and the original then finds no free start anywhere. That happens unless the offsets reach every closed
+    quadrant, so at 32 x 32 only 30 of the 360 headings can start a snake."""
+    oy, ox = offsets[:, 0], offsets[:, 1]
+    return bool(np.any((oy >= 0) & (ox >= 0)) and np.any((oy >= 0) & (ox <= 0))
+                and np.any((oy <= 0) & (ox >= 0)) and np.any((oy <= 0) & (ox <= 0)))
+
+
+def _free_starts(taken: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """int (n, 2): the pixels q, in row-major order, where no ``taken`` pixel (bool (R, R)) lies at q + offset."""
+    size = taken.shape[0]
+    blocked = np.zeros_like(taken)
+    for oy, ox in offsets.tolist():
+        # blocked[q] |= taken[q + o] for q and q + o inside the image
+        blocked[max(0, -oy):size - max(0, oy), max(0, -ox):size - max(0, ox)] |= \
+            taken[max(0, oy):size - max(0, -oy), max(0, ox):size - max(0, -ox)]
+    return np.argwhere(~blocked)
+
+
+def _sparse(images: list, keep, pad_index: int, width: int) -> tuple[np.ndarray, ...]:
+    """Per image (uint8 (s, s), centre = anchor) of ``images``: the pixels where ``keep(image)`` holds, as rows
+    padded to a common length: flat offsets in an occupancy of row length ``width``, (dy, dx), byte values, and
+    whether each entry is padding (offset ``pad_index``, value 0)."""
+    picks = [np.argwhere(keep(im)) - im.shape[0] // 2 for im in images]
+    k = max(1, max(len(q) for q in picks))
+    off = np.full((len(images), k), pad_index, dtype=np.int64)
+    dy, dx = np.zeros((2, len(images), k), dtype=np.int64)
+    val = np.zeros((len(images), k), dtype=np.uint8)
+    for i, (im, q) in enumerate(zip(images, picks)):
+        c = im.shape[0] // 2
+        off[i, :len(q)] = q[:, 0] * width + q[:, 1]
+        dy[i, :len(q)], dx[i, :len(q)] = q[:, 0], q[:, 1]
+        val[i, :len(q)] = im[q[:, 0] + c, q[:, 1] + c]
+    return off, dy, dx, val, np.arange(k)[None, :] >= np.array([len(q) for q in picks])[:, None]
+
+
+class _Tables:
+    """Everything the search reads for one (parameters, margin), precomputed.
+
+    Headings are ids: 0..359 the integer degrees -180..179 that seeds draw, 360 + j the heading of turn candidate j.
+    Paddles are sprites (ids; ``blown`` their antialias-scale offsets). An attempt's state is two flat uint8 arrays
+    over the image inside a zero frame of ``pad`` pixels (row length ``width``) plus one spare cell at the end
+    (``trash``, the target of padded index entries): ``occ``, the occupancy (mask bytes, the original's ``mask``),
+    and ``dil``, the occupancy dilated by the margin's disk (the original dilates it afresh before each paddle).
+    ``dil`` is kept by maxing in each committed paddle's dilated mask. That equals dilating the occupancy, whose
+    committed masks are clipped to the image, at every pixel a candidate far end can be: only pixels within margin
+    of the border see a clipped-off part, and they see the padding (byte 255) anyway."""
+
+    def __init__(self, p: PathfinderParams, margin: int):
+        if p.padding < 1:
+            raise ValueError(f"pathfinder padding must be at least 1, got {p.padding}")
+        self.p, self.margin, self.R = p, margin, p.resolution
+        self.half = half = _half(p, margin)
+        self.pad = pad = half + margin
+        self.width = W = self.R + 2 * pad
+        self.trash = W * W
+        turns = _turn_offsets(p, margin)  # (N, 2)
+        self.turn_dy, self.turn_dx = turns[:, 0], turns[:, 1]
+        turn_theta = np.arctan2(turns[:, 0], turns[:, 1]).astype(np.float64)  # (N,)
+        theta = [_radians(d) for d in range(-180, 180)] + [float(t) for t in turn_theta]
+        self.sin = np.array([math.sin(t) for t in theta])  # (360 + N,)
+        self.cos = np.array([math.cos(t) for t in theta])
+        self.rsin = np.array([math.sin(_reverse(t)) for t in theta])
+        self.rcos = np.array([math.cos(_reverse(t)) for t in theta])
+        # turn weight from heading h to candidate j: cos(min(|turn| continuity, pi/2))^2, as the original computes it
+        turn = np.abs(turn_theta[None, :] - np.array(theta)[:, None])  # (360 + N, N)
+        turn = np.minimum(np.minimum(turn, 2 * np.pi - turn) * p.continuity, 0.5 * np.pi)
+        self.turn_weight = np.maximum(np.cos(turn), 0) ** 2
+        # sprites: seeds are drawn from their start along the heading, turns back from their far end
+        blown = [_blown_offset(p, margin, t) for t in theta[:360]]
+        blown += [_blown_offset(p, margin, _reverse(t)) for t in theta[360:]]
+        ids: dict = {}
+        sprite = np.array([ids.setdefault(b, len(ids)) for b in blown])
+        self.seed_sprite, self.turn_sprite = sprite[:360], sprite[360:]
+        self.blown = np.array(list(ids), dtype=np.int64).reshape(-1, 2)  # (n_sprites, 2)
+        masks = [(_sprite(p, margin, *b)[1] * 255).round().astype(np.uint8) for b in ids]  # (S, S) bytes
+        disk = _disk(margin)
+        dilated = [ndimage.grey_dilation(np.pad(m, margin), footprint=disk, mode="constant", cval=0) for m in masks]
+        # committing: every non-zero byte (occ, clipped to the image) and dilated byte (dil); testing: the bytes that
+        # can fail the body test against some occupancy byte (the rest pass against any)
+        self.occ_off, self.occ_dy, self.occ_dx, self.occ_val, self.occ_pad = _sparse(masks, lambda m: m > 0,
+                                                                                     self.trash, W)
+        self.dil_off, _, _, self.dil_val, self.dil_pad = _sparse(dilated, lambda m: m > 0, self.trash, W)
+        risky = ~_FITS.all(axis=0)  # (256,): mask bytes that fail against a full occupancy byte
+        self.fit_off, _, _, self.fit_val, _ = _sparse(masks, lambda m: risky[m], 0, W)
+        # seeds: which headings can start, their elements, and the first target's free starts per heading
+        self.seed_offsets = [_seed_offsets(p, margin, t) for t in theta[:360]]
+        self.usable = np.array([_usable(o) for o in self.seed_offsets])
+        b = max(2 * p.seed_distance, p.padding)
+        taken = np.ones((self.R, self.R), dtype=bool)
+        taken[b:self.R - b, b:self.R - b] = False
+        firsts = [_free_starts(taken, o) if ok else np.zeros((0, 2), np.int64)
+                  for o, ok in zip(self.seed_offsets, self.usable)]
+        self.first_count = np.array([len(f) for f in firsts])
+        self.first_offset = np.concatenate([[0], np.cumsum(self.first_count)[:-1]])
+        self.first_starts = np.concatenate(firsts).astype(np.int64)  # (sum, 2)
+        phi = np.arange(360) * np.pi / 180
+        self.phi_sin, self.phi_cos = np.sin(phi), np.cos(phi)
+        occ = np.zeros((self.R, self.R), dtype=np.uint8)
+        b = p.padding
+        occ[:b], occ[-b:], occ[:, :b], occ[:, -b:] = 255, 255, 255, 255
+        dil = ndimage.grey_dilation(np.pad(occ, margin), footprint=disk, mode="constant", cval=0)[margin:-margin,
+                                                                                                  margin:-margin]
+        self.empty_occ, self.empty_dil = (np.append(np.pad(a, pad).ravel(), np.uint8(0)) for a in (occ, dil))
+
+    def image(self, occ: np.ndarray) -> np.ndarray:
+        """uint8 (R, R): the in-image part of one flat occupancy (or dilated occupancy)."""
+        q = self.pad
+        return occ[:self.trash].reshape(self.width, self.width)[q:q + self.R, q:q + self.R]
+
+
+@functools.lru_cache(maxsize=None)
+def _tables(p: PathfinderParams, margin: int) -> _Tables:
+    return _Tables(p, margin)
+
+
+def seed_orientations(p: PathfinderParams, margin: int) -> np.ndarray:
+    """bool (360,): which integer headings -180..179 degrees can start a seeded snake (the first target, a
+    distractor) in the original (see ``_usable``)."""
+    return _tables(p, margin).usable.copy()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# growing snakes, many attempts at once
+
+
+class _Snakes:
+    """One snake in each of k attempts: the next pivot's base (py, px) and heading id, and every paddle drawn so
+    far as (anchor y, anchor x, sprite id) columns in path order. The first paddle is drawn from its start, the
+    others back from their far end; the newest paddle is not yet committed to the occupancy."""
+
+    def __init__(self, k: int, length: int):
+        self.py, self.px, self.head = (np.zeros(k, np.int64) for _ in range(3))
+        self.ay, self.ax, self.sprite = (np.zeros((k, length), np.int64) for _ in range(3))
+        self.n = 0  # paddles drawn (the same in every live attempt)
+
+    def place(self, rows: np.ndarray, anchor_y, anchor_x, sprite, py, px, head) -> None:
+        """Record a new paddle and pivot for ``rows``."""
+        self.ay[rows, self.n], self.ax[rows, self.n], self.sprite[rows, self.n] = anchor_y, anchor_x, sprite
+        self.py[rows], self.px[rows], self.head[rows] = py, px, head
+
+    def select(self, rows: np.ndarray) -> None:
+        """Keep the attempts ``rows`` only, in that order."""
+        for name in ("py", "px", "head", "ay", "ax", "sprite"):
+            setattr(self, name, getattr(self, name)[rows])
+
+    def paddles(self, row: int) -> np.ndarray:
+        """int (n, 3): the paddles of attempt ``row`` as (anchor y, anchor x, sprite id) rows."""
+        return np.stack([self.ay[row], self.ax[row], self.sprite[row]], 1)
+
+
+def _base(t: _Tables, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """int (n, 1): flat state indices of pixels (y, x) (each (n,))."""
+    return ((y + t.pad) * t.width + x + t.pad)[:, None]
+
+
+def _fits(t: _Tables, occ: np.ndarray, rows: np.ndarray, y: np.ndarray, x: np.ndarray,
+          sprite: np.ndarray) -> np.ndarray:
+    """bool (n,): whether each new paddle's mask plus its attempt's occupancy stays below BODY_OVERLAP everywhere
+    (tested where the mask byte can fail at all; the frame holds zeros, as the original's clipping leaves)."""
+    return _FITS[occ[rows[:, None], _base(t, y, x) + t.fit_off[sprite]], t.fit_val[sprite]].all(axis=1)
+
+
+def _commit(t: _Tables, occ: np.ndarray, dil: np.ndarray, rows: np.ndarray, y: np.ndarray, x: np.ndarray,
+            sprite: np.ndarray) -> None:
+    """Max a paddle's mask into the occupancy (in-image pixels only) and its dilated mask into the dilated
+    occupancy of each of ``rows``."""
+    if not (occ.flags.c_contiguous and dil.flags.c_contiguous):
+        raise ValueError("_commit: the states must be contiguous (they are updated through flat views)")
+    base = _base(t, y, x) + rows[:, None] * occ.shape[1]  # (n, 1) in the flattened states
+    trash = rows[:, None] * occ.shape[1] + t.trash
+    iy, ix = y[:, None] + t.occ_dy[sprite], x[:, None] + t.occ_dx[sprite]
+    keep = ~t.occ_pad[sprite] & (iy >= 0) & (iy < t.R) & (ix >= 0) & (ix < t.R)
+    for state, idx, val in ((occ, np.where(keep, base + t.occ_off[sprite], trash), t.occ_val[sprite]),
+                            (dil, np.where(t.dil_pad[sprite], trash, base + t.dil_off[sprite]), t.dil_val[sprite])):
+        flat = state.reshape(-1)  # a view
+        flat[idx] = np.maximum(flat[idx], val)
+
+
+def _ceil_step(y: np.ndarray, x: np.ndarray, dist: float, s: np.ndarray, c: np.ndarray):
+    """Integer pixels (y, x) moved ``dist`` along headings with sines ``s`` and cosines ``c``, each coordinate rounded
+    up (the original's ``translate_coord``)."""
+    return np.ceil(y + float(dist) * s).astype(np.int64), np.ceil(x + float(dist) * c).astype(np.int64)
+
+
+def _inside(t: _Tables, *coords: np.ndarray) -> np.ndarray:
+    ok = np.ones(coords[0].shape, dtype=bool)
+    for v in coords:
+        ok &= (v >= 0) & (v < t.R)
+    return ok
+
+
+def _extend(rng: np.random.Generator, t: _Tables, occ: np.ndarray, dil: np.ndarray, s: _Snakes,
+            rows: np.ndarray) -> np.ndarray:
+    """Add one paddle to the snake of each attempt in ``rows`` (rows of the states ``occ``, ``dil``) as the
+    original's ``extend_snake``; returns bool (n,): placed.
+
+    The pivot moves paddle_length + 2 margin along the last heading (rounded up). Each candidate far end inside
+    the image weighs ``cos(min(|turn| continuity, pi/2))^2 * (1 - occupancy dilated by the margin's disk)``; a
+    total below MIN_TOTAL_WEIGHT is a dead end. Up to max_paddle_retrial + 1 far ends are drawn from those
+    weights; the paddle drawn back from one must pass ``_fits``. On success the snake's previous paddle is
+    committed."""
+    p, n = t.p, rows.size
+    h = s.head[rows]
+    py, px = _ceil_step(s.py[rows], s.px[rows], p.paddle_length + 2 * t.margin, t.sin[h], t.cos[h])
+    cy, cx = py[:, None] + t.turn_dy, px[:, None] + t.turn_dx  # (n, N)
+    inside = (cy >= 0) & (cy < t.R) & (cx >= 0) & (cx < t.R)
+    dilated = dil[rows[:, None], np.where(inside, (cy + t.pad) * t.width + cx + t.pad, t.trash)]  # (n, N) bytes
+    pmf = _FREE[dilated] * t.turn_weight[h] * inside
+    total = pmf.sum(axis=1)
+    live = total >= MIN_TOTAL_WEIGHT
+    cmf = np.cumsum(pmf / np.where(live, total, 1.0)[:, None], axis=1)
+    first_inside = inside.argmax(axis=1)
+    chosen = np.full(n, -1)
+    pending = np.flatnonzero(live)
+    for _ in range(p.max_paddle_retrial + 1):
+        if pending.size == 0:
             break
-        s = None
-    if s is None:
-        return None
-    for _ in range(p.distractor_length - 1):
-        if not _extend(rng, canvas, s, turns, weights):
-            while len(s.paddles) > 1:
-                _retract(canvas, s)
+        j = (cmf[pending] <= rng.random(pending.size)[:, None]).sum(axis=1)
+        j = np.where(j == cmf.shape[1], first_inside[pending], j)  # the original's argmax over an all-false test
+        fit = _fits(t, occ, rows[pending], cy[pending, j], cx[pending, j], t.turn_sprite[j])
+        chosen[pending[fit]] = j[fit]
+        pending = pending[~fit]
+    placed = chosen >= 0
+    g, j = np.flatnonzero(placed), chosen[placed]
+    last = s.n - 1
+    r = rows[g]
+    _commit(t, occ, dil, r, s.ay[r, last], s.ax[r, last], s.sprite[r, last])
+    s.place(r, cy[g, j], cx[g, j], t.turn_sprite[j], py[g], px[g], 360 + j)
+    return placed
+
+
+def _seed_heads(t: _Tables, ty: np.ndarray, tx: np.ndarray, d: np.ndarray):
+    """Far ends and pivots of seeds with starts (ty, tx) and heading ids d, and whether both lie inside."""
+    L = t.p.paddle_length
+    hy, hx = _ceil_step(ty, tx, L, t.sin[d], t.cos[d])
+    vy, vx = _ceil_step(hy, hx, L + t.margin, t.rsin[d], t.rcos[d])
+    return vy, vx, _inside(t, hy, hx, vy, vx)
+
+
+def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
+    """Run k independent attempts at the two targets (``two_snakes`` / ``initialize_two_seeds``) and return the
+    successful ones, each as (state uint8 (2, trash + 1): occupancy and dilated occupancy, first, second) with a
+    target as int (C, 3) rows (anchor y, anchor x, sprite id).
+
+    The first target starts, with a heading it can start with, where ``first_starts`` allows; the second
+    seed_distance away at an integer angle (rounded half to even, as numpy rounds) with an integer heading (no
+    occupancy test). A seed whose far end or pivot leaves the image is redrawn, up to max_paddle_retrial + 1
+    times. Both then grow alternately, one paddle each per step, and any failure fails the attempt. A snake's
+    newest paddle is uncommitted until its next one is placed, and at the end only the second target's last
+    paddle is committed: the growing tips are never tested against each other, and distractors may cover the
+    first target's far end. With k = 1 the random draws are made in the original's order.
+    """
+    p = t.p
+    C, tries = p.contour_length, p.max_paddle_retrial + 1
+    first, second = _Snakes(k, C), _Snakes(k, C)
+    ok1 = np.zeros(k, dtype=bool)
+    pending = np.arange(k)
+    for _ in range(tries):
+        if pending.size == 0:
+            break
+        d = rng.integers(-180, 180, size=pending.size) + 180
+        count = np.where(t.usable[d], t.first_count[d], 0)
+        pending, d, count = pending[count > 0], d[count > 0], count[count > 0]  # no free start: attempt over
+        start = t.first_starts[t.first_offset[d] + rng.integers(0, count)]  # (n, 2)
+        vy, vx, ok = _seed_heads(t, start[:, 0], start[:, 1], d)
+        first.place(pending[ok], start[ok, 0], start[ok, 1], t.seed_sprite[d[ok]], vy[ok], vx[ok], d[ok])
+        ok1[pending[ok]] = True
+        pending = pending[~ok]
+    ok2 = np.zeros(k, dtype=bool)
+    pending = np.flatnonzero(ok1)
+    for _ in range(tries):
+        if pending.size == 0:
+            break
+        d = rng.integers(-180, 180, size=pending.size) + 180
+        phi = rng.integers(0, 360, size=pending.size)
+        ty = np.round(first.ay[pending, 0] + p.seed_distance * t.phi_sin[phi]).astype(np.int64)
+        tx = np.round(first.ax[pending, 0] + p.seed_distance * t.phi_cos[phi]).astype(np.int64)
+        vy, vx, ok = _seed_heads(t, ty, tx, d)
+        ok &= _inside(t, ty, tx)  # (always so with LRA's parameters)
+        second.place(pending[ok], ty[ok], tx[ok], t.seed_sprite[d[ok]], vy[ok], vx[ok], d[ok])
+        ok2[pending[ok]] = True
+        pending = pending[~ok]
+    alive = np.flatnonzero(ok2)
+    first.n = second.n = 1
+    occ, dil = np.empty((2, alive.size, t.trash + 1), dtype=np.uint8)
+    occ[:], dil[:] = t.empty_occ, t.empty_dil
+    rows = np.arange(alive.size)
+    first.select(alive)  # the live attempts only, in compact states
+    second.select(alive)
+    for _ in range(C - 1):
+        for snake in (first, second):
+            rows = rows[_extend(rng, t, occ, dil, snake, rows)]
+            snake.n += 1
+    _commit(t, occ, dil, rows, second.ay[rows, -1], second.ax[rows, -1], second.sprite[rows, -1])
+    return [(np.stack([occ[r], dil[r]]), first.paddles(r), second.paddles(r)) for r in rows.tolist()]
+
+
+def _distractor(rng: np.random.Generator, t: _Tables, state: np.ndarray) -> Optional[np.ndarray]:
+    """One distractor snake (``make_snake``) on one image's ``state`` (uint8 (2, trash + 1): occupancy and dilated
+    occupancy, see ``_Tables``), committed on success and returned as int (distractor_length, 3) rows (anchor y,
+    anchor x, sprite id); on failure the state is left as it was.
+
+    Its start is drawn as the original's: the occupancy with a one-pixel frame taken, dilated by the heading's seed
+    element (``_free_starts``); no start once less than STOP_AVAILABILITY of the image is free."""
+    p = t.p
+    taken = _TAKEN[t.image(state[0])]  # (R, R)
+    crowded = float((~taken).mean()) < STOP_AVAILABILITY
+    taken[0, :] = taken[-1, :] = taken[:, 0] = taken[:, -1] = True
+    snake = _Snakes(1, p.distractor_length)
+    for _ in range(p.max_paddle_retrial + 1):
+        d = int(rng.integers(-180, 180)) + 180
+        free = _free_starts(taken, t.seed_offsets[d]) if t.usable[d] and not crowded else ()
+        if len(free) == 0:
             return None
-    canvas.mark(*s.last, 1)
-    return s
+        ty, tx = (np.array([v]) for v in free[rng.integers(len(free))])
+        vy, vx, ok = _seed_heads(t, ty, tx, np.array([d]))
+        if ok[0]:
+            snake.place(np.zeros(1, np.int64), ty, tx, t.seed_sprite[[d]], vy, vx, np.array([d]))
+            break
+    else:
+        return None
+    snake.n = 1
+    rows, work = np.zeros(1, np.int64), state[:, None, :].copy()  # (2, 1, trash + 1): the state while it grows
+    for _ in range(p.distractor_length - 1):
+        if not _extend(rng, t, work[0], work[1], snake, rows)[0]:
+            return None
+        snake.n += 1
+    _commit(t, work[0], work[1], rows, snake.ay[:, -1], snake.ax[:, -1], snake.sprite[:, -1])
+    state[:] = work[:, 0]
+    return snake.paddles(0)
 
 
-def paddle_layer(paddles: list, p: PathfinderParams) -> np.ndarray:
-    """float (R, R) in [0, 1]: each paddle drawn alone (hard-edged line of width round(thickness aa) at aa x
-    resolution, Lanczos-resized to 1x through uint8) and the paddles max-composited, as the original draws
-    them: where paddles touch or cross, the image is no brighter than either paddle."""
-    aa, R = p.antialias_scale, p.resolution
-    width, off, pad = int(round(p.paddle_thickness * aa)), (aa - 1) / 2, PADDLE_WINDOW_PAD
-    out = np.zeros((R, R), dtype=np.uint8)  # (R, R)
-    for a, b in paddles:
-        y0, y1, x0, x1 = _box(a, b, pad, R)  # the paddle's window: what a whole-image resize would light
-        im = Image.new("L", ((x1 - x0 + 1) * aa, (y1 - y0 + 1) * aa), 0)
-        # pixel centre y of the 1x grid is y aa + (aa - 1) / 2 at aa x; (x, y) points
-        ImageDraw.Draw(im).line([((a[1] - x0) * aa + off, (a[0] - y0) * aa + off),
-                                 ((b[1] - x0) * aa + off, (b[0] - y0) * aa + off)], fill=255, width=width)
-        small = np.asarray(im.resize((x1 - x0 + 1, y1 - y0 + 1), Image.Resampling.LANCZOS))
-        np.maximum(out[y0:y1 + 1, x0:x1 + 1], small, out=out[y0:y1 + 1, x0:x1 + 1])
-    return out.astype(np.float64) / 255.0
-
-
-def _marker_layer(centres, p: PathfinderParams) -> np.ndarray:
-    """float (R, R): filled disks of radius marker_radius drawn at aa x resolution, Lanczos-resized."""
-    aa, R = p.antialias_scale, p.resolution
-    yy, xx = np.mgrid[:R * aa, :R * aa]  # (R aa, R aa)
-    disks = np.zeros((R * aa, R * aa), dtype=bool)
-    for y, x in centres:
-        c = (y * aa + (aa - 1) / 2, x * aa + (aa - 1) / 2)
-        disks |= (yy - c[0]) ** 2 + (xx - c[1]) ** 2 <= (p.marker_radius * aa) ** 2
-    im = Image.fromarray(disks.astype(np.uint8) * 255).resize((R, R), Image.Resampling.LANCZOS)
-    return np.asarray(im, dtype=np.float64) / 255.0
+# ---------------------------------------------------------------------------------------------------------------
+# one image
 
 
 @dataclass
 class SampleGeometry:
-    """What one image is drawn from: paddles as ((y0, x0), (y1, x1)) in pixel coordinates."""
+    """What one image is drawn from. A paddle is ((y0, x0), (y1, x1)) in path order, the ends of its line as drawn
+    (1x pixel coordinates; multiples of 1 / antialias_scale). A snake's first paddle is anchored at (drawn from) its
+    start, the others at their far end; anchors are whole pixels."""
     targets: list            # two lists of paddles, each in path order
     distractors: list        # lists of paddles
     markers: tuple           # ((y, x), (y, x)): start of targets[origin], far end of targets[terminal]
     origin: int
     terminal: int            # == origin iff label 1
     margin: int
-    target_contrasts: list   # per target paddle intensities (two lists)
-    distractor_contrasts: list
+    target_contrasts: list   # per paddle intensities (two lists)
+    distractor_contrasts: list  # per paddle intensities (one list per distractor)
 
 
-def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int) -> SampleGeometry:
-    """Place the two targets, the distractors and the markers of one image with the given label."""
+class PairPool:
+    """Successful target pairs not used yet, per margin, and how often attempts succeed (to size the next batch of
+    attempts). Attempts are independent, so using a pair from an earlier batch is the same as restarting until
+    one succeeds, as the original does."""
+
+    def __init__(self):
+        self.ready: dict[int, list] = {}
+        self.attempts: dict[int, int] = {}
+        self.successes: dict[int, int] = {}
+
+    def batch_size(self, t: _Tables) -> int:
+        """Attempts for the next batch: about two successes' worth at the rate seen so far, within memory bounds."""
+        a, s = self.attempts.get(t.margin, 0), self.successes.get(t.margin, 0)
+        want = 16 if a == 0 else 2 * (a + 1) // (s + 1)
+        per_attempt = 2 * t.trash + 24 * t.turn_dy.size + 24 * t.occ_off.shape[1]  # state, temporaries
+        cap = max(1, MAX_BATCH_BYTES // per_attempt)
+        return int(min(max(want, 16), cap))
+
+    def take(self, rng: np.random.Generator, t: _Tables, batch: Optional[int] = None) -> tuple:
+        """A successful target pair for margin ``t.margin``: the oldest one ready, else from new batches of
+        attempts (of ``batch`` attempts each, or adaptively sized)."""
+        ready, tried = self.ready.setdefault(t.margin, []), 0
+        while not ready:
+            if tried >= MAX_PAIR_ATTEMPTS:
+                raise RuntimeError(f"pathfinder{t.p.resolution}: could not place two target paths in {tried} "
+                                   f"attempts; the parameters leave too little room")
+            k = batch or self.batch_size(t)
+            found = _target_pairs(rng, t, k)
+            tried += k
+            self.attempts[t.margin] = self.attempts.get(t.margin, 0) + k
+            self.successes[t.margin] = self.successes.get(t.margin, 0) + len(found)
+            ready.extend(found)
+        return ready.pop(0)
+
+
+def _paddles(t: _Tables, rows: np.ndarray) -> list:
+    """A snake's paddles (int (n, 3) rows: anchor y, anchor x, sprite id) as ((y0, x0), (y1, x1)) float pairs in
+    path order (see SampleGeometry)."""
+    aa, out = t.p.antialias_scale, []
+    for k, (y, x, sprite) in enumerate(rows.tolist()):
+        dy, dx = t.blown[sprite].tolist()
+        anchor, other = (float(y), float(x)), (y + dy / aa, x + dx / aa)
+        out.append((anchor, other) if k == 0 else (other, anchor))
+    return out
+
+
+def _drawn(paddles: list, aa: int) -> list:
+    """The inverse of ``_paddles``: (anchor, antialias-scale offset to the other end) of each paddle of one snake."""
+    out = []
+    for k, (a, b) in enumerate(paddles):
+        anchor, other = (a, b) if k == 0 else (b, a)
+        out.append(((int(round(anchor[0])), int(round(anchor[1]))),
+                    (int(round((other[0] - anchor[0]) * aa)), int(round((other[1] - anchor[1]) * aa)))))
+    return out
+
+
+def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int, *, pool: Optional[PairPool] = None,
+                    batch: Optional[int] = None) -> SampleGeometry:
+    """Place the two targets, the distractors and the markers of one image with the given label, as the original's
+    ``from_wrapper`` does: a margin per image, target pairs until one succeeds (``PairPool``; pass one pool for a
+    run of images so that no successful attempt is wasted), num_distractors distractor snakes of
+    max_snake_retrial + 1 attempts each (those that fail are left out), the markers, and last the contrasts (they
+    do not affect placement): two snake contrasts drawn from the list twice over, a paddle contrast per target
+    step (shared by the two targets), a snake contrast per distractor paddle. ``batch=1`` makes the random draws
+    in the original's order (for comparing the two draw by draw)."""
     if label not in (0, 1):
         raise ValueError(f"label must be 0 or 1, got {label}")
     margin = int(p.paddle_margins[rng.integers(len(p.paddle_margins))])
-    turns, weights = _turn_table(p, margin)
-    for _ in range(MAX_PAIR_ATTEMPTS):
-        res = _two_targets(rng, p, margin, turns, weights)
-        if res is not None:
-            break
-    else:
-        raise RuntimeError(f"pathfinder{p.resolution}: could not place two target paths in "
-                           f"{MAX_PAIR_ATTEMPTS} attempts; the parameters leave too little room")
-    canvas, targets = res
-    snake_c = [p.snake_contrasts[i] for i in rng.integers(len(p.snake_contrasts), size=2)]
-    target_c = [[c * p.paddle_contrasts[rng.integers(len(p.paddle_contrasts))] for _ in s.paddles]
-                for s, c in zip(targets, snake_c)]
-    distractors, distractor_c = [], []
+    t = _tables(p, margin)
+    state, first, second = (pool or PairPool()).take(rng, t, batch)
+    state = state.copy()
+    distractors = []
     for _ in range(p.num_distractors):
-        if canvas.free_fraction() < 0.01:  # the original stops at 1% free area
-            break
         for _ in range(p.max_snake_retrial + 1):
-            s = _distractor(rng, canvas, p, turns, weights)
-            if s is not None:
-                distractors.append(s.paddles)
-                distractor_c.append(p.snake_contrasts[rng.integers(len(p.snake_contrasts))])
+            snake = _distractor(rng, t, state)
+            if snake is not None:
+                distractors.append(snake)
                 break
     origin = int(rng.integers(2))
     terminal = origin if label == 1 else 1 - origin
-    markers = (targets[origin].paddles[0][0], targets[terminal].last[1])
-    return SampleGeometry([t.paddles for t in targets], distractors, markers, origin, terminal, margin, target_c,
-                          distractor_c)
+    targets = (first, second)
+    snake_c = rng.permutation(list(p.snake_contrasts) * 2)[:2]
+    step_c = np.asarray(p.paddle_contrasts)[rng.integers(len(p.paddle_contrasts), size=p.contour_length)]
+    start, end = targets[origin][0, :2].tolist(), targets[terminal][-1, :2].tolist()
+    return SampleGeometry(
+        [_paddles(t, s) for s in targets], [_paddles(t, d) for d in distractors],
+        ((float(start[0]), float(start[1])), (float(end[0]), float(end[1]))), origin, terminal, margin,
+        [[float(c * sc) for c in step_c] for sc in snake_c],
+        [[float(c) for c in np.asarray(p.snake_contrasts)[rng.integers(len(p.snake_contrasts), size=len(d))]]
+         for d in distractors])
+
+
+
+def _draw_snakes(image: np.ndarray, snakes: list, contrasts: list, p: PathfinderParams, margin: int) -> None:
+    """Max-composite the paddles of ``snakes`` (paddle lists) into ``image`` (float64 (R, R)), each paddle's
+    bytes / 255 times its contrast, rounded to float32 as the original stores them."""
+    aa, half, R = p.antialias_scale, _half(p, margin), p.resolution
+    for paddles, cs in zip(snakes, contrasts):
+        for (anchor, blown), c in zip(_drawn(paddles, aa), cs):
+            w = _window(anchor, half, R)
+            if w is None:
+                continue
+            line, _ = _sprite(p, margin, *blown)
+            value = (line[w[2], w[3]] / 255.0 * c).astype(np.float32)
+            np.maximum(image[w[0], w[1]], value, out=image[w[0], w[1]])
+
+
+def _marker(p: PathfinderParams, centre: tuple) -> np.ndarray:
+    """uint8 (R, R): the original's ``draw_circle``: a disk of radius marker_radius * aa drawn at the antialias scale
+    around pixel centre * aa (so 0.5 - 0.5 / aa pixels up-left of the 1x pixel's centre) and Lanczos-resized."""
+    aa, R = p.antialias_scale, p.resolution
+    cy, cx = int(round(centre[0])), int(round(centre[1]))
+    yy, xx = np.ogrid[-cy * aa:(R - cy) * aa, -cx * aa:(R - cx) * aa]
+    disk = (yy ** 2 + xx ** 2 <= (p.marker_radius * aa) ** 2).astype(np.uint8) * 255  # (R aa, R aa)
+    return _bytes_resize(disk, R)
+
+
+def intensity_image(g: SampleGeometry, p: PathfinderParams) -> np.ndarray:
+    """float64 (R, R): the image before its final scaling: paddles (each drawn alone, times its contrast) and the
+    two markers (intensity 1), max-composited as the original does."""
+    image = np.zeros((p.resolution,) * 2)  # (R, R)
+    _draw_snakes(image, g.targets, g.target_contrasts, p, g.margin)
+    _draw_snakes(image, g.distractors, g.distractor_contrasts, p, g.margin)
+    markers = np.maximum(_marker(p, g.markers[0]), _marker(p, g.markers[1])) / 255.0
+    return np.maximum(image, markers)
+
+
+def bytescale(image: np.ndarray) -> np.ndarray:
+    """uint8: ``image`` scaled min..max to 0..255 and rounded half up, as scipy.misc.imsave / imresize did."""
+    lo, hi = image.min(), image.max()
+    scale = 255.0 / ((hi - lo) or 1.0)
+    return (((image - lo) * scale).clip(0, 255) + 0.5).astype(np.uint8)
 
 
 def render(g: SampleGeometry, p: PathfinderParams) -> np.ndarray:
-    """uint8 (R, R) image: the paddles (anti-aliased one by one) times their contrasts and the markers
-    (contrast 1), max-composited, then scaled min..max to 0..255 as scipy.misc.imsave did."""
-    by_contrast: dict = {}
-    for paddles, cs in zip(g.targets, g.target_contrasts):
-        for pad, c in zip(paddles, cs):
-            by_contrast.setdefault(float(c), []).append(pad)
-    for paddles, c in zip(g.distractors, g.distractor_contrasts):
-        by_contrast.setdefault(float(c), []).extend(paddles)
-    image = _marker_layer(g.markers, p)  # (R, R)
-    for c, paddles in by_contrast.items():
-        image = np.maximum(image, c * paddle_layer(paddles, p))
-    lo, hi = image.min(), image.max()
-    return np.floor((image - lo) * (255.0 / max(hi - lo, 1e-12)) + 0.5).astype(np.uint8)
+    """uint8 (R, R): the image as saved (``intensity_image`` through ``bytescale``)."""
+    return bytescale(intensity_image(g, p))
 
 
-def make_sample(rng: np.random.Generator, p: PathfinderParams, label: int) -> tuple[np.ndarray, int]:
-    """One image (uint8 (R, R)) with the given label, and the paddle margin it was drawn with."""
-    g = sample_geometry(rng, p, label)
+def paddle_layer(snakes: list, p: PathfinderParams, margin: int) -> np.ndarray:
+    """float (R, R) in [0, 1]: the paddles of ``snakes`` (lists of paddles in path order) drawn at contrast 1 and
+    max-composited, without markers."""
+    image = np.zeros((p.resolution,) * 2)
+    _draw_snakes(image, snakes, [[1.0] * len(s) for s in snakes], p, margin)
+    return image
+
+
+def make_sample(rng: np.random.Generator, p: PathfinderParams, label: int, *, pool: Optional[PairPool] = None,
+                batch: Optional[int] = None) -> tuple[np.ndarray, int]:
+    """One image (uint8 (R, R)) with the given label, and the paddle margin it was drawn with (``sample_geometry``
+    says what ``pool`` and ``batch`` do)."""
+    g = sample_geometry(rng, p, label, pool=pool, batch=batch)
     return render(g, p), g.margin
 
 
@@ -520,20 +808,24 @@ def _save_png(path: Path, image: np.ndarray) -> None:
 
 
 def make_batch(job: tuple) -> int:
-    """Write batch ``k`` (PNGs, then metadata/<k>.npy); skipped if its metadata already exists."""
+    """Write batch ``k`` (PNGs, then metadata/<k>.npy); skipped if its metadata already exists. Each image's label
+    is drawn at random, as in the original (not balanced)."""
     folder, batch, n, params, seed = job
-    folder, p = Path(folder), PathfinderParams(**params)
+    folder = Path(folder)
+    params = dict(params)
+    for key in ("paddle_margins", "snake_contrasts", "paddle_contrasts"):
+        params[key] = tuple(params[key])
+    p = PathfinderParams(**params)
     meta = folder / "metadata" / f"{batch}.npy"
     if meta.exists():
         return n
     rng = np.random.default_rng([seed, p.resolution, batch])
-    labels = np.array([0] * (n // 2) + [1] * (n // 2) + ([batch % 2] if n % 2 else []))
-    rng.shuffle(labels)
     img_dir = folder / "imgs" / str(batch)
     img_dir.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for i, label in enumerate(labels.tolist()):
-        image, margin = make_sample(rng, p, label)
+    lines, pool = [], PairPool()
+    for i in range(n):
+        label = int(rng.integers(2))
+        image, margin = make_sample(rng, p, label, pool=pool)
         _save_png(img_dir / f"sample_{i}.png", image)
         lines.append(metadata_line(batch, i, label, p, margin))
     write_text_atomic(meta, "\n".join(lines) + "\n")

@@ -1,0 +1,260 @@
+"""GPU: where one full-configuration training step's time goes, and the training loop's step rate.
+
+    python benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 60 --profile-steps 8 \\
+        --output profile.json
+
+Builds the cell's model as the training table does (``full_step_rate.cell_setup``) and trains it with the suite's
+own loop (``runners.train.loop.train``: its data loader, optimizer and schedule; no checkpoint within the epoch) on
+random images of the task's shape (uint8 pixels scaled as the loader scales them), one epoch of ``--steps`` steps.
+The rate is the steady one: steps from the WARMUP_STEPS-th to the last over the time between them (the GPU
+synchronized at both ends); the loop's own count, which includes its start-up, is printed beside. With ``--profile-steps K`` a second run records K steps
+under ``torch.profiler`` (after 4 unrecorded ones) and splits each step's wall time into what the GPU ran, by
+part of the model, and the time the GPU sat idle ("host gaps": waiting for the host to issue work); the host time
+spent fetching batches from the data loader is given beside (it overlaps the GPU's work unless the GPU waits).
+
+A kernel is put in the part of the first CPU op, from the one that launched it outwards, whose name matches a part's
+pattern (``PARTS``); kernels run by a CUDA graph replay (the SSM kernel's graph) are "SSM kernel generation".
+``--set KEY=VALUE`` sets a TrainConfig field (VALUE read as YAML) for the run, e.g. ``--set amp=bf16``.
+
+``--record --n-train N`` (the cell's configuration as the spec gives it, no ``--set`` or ``--batch``) also writes a
+step-rate record under ``results/step-rates/`` (``runners/projection.py``): the steady rate and, for each table
+cell the row and task serve (the release row, and the suite-data row where the tier has one), the projected
+GPU-hours of its schedule, epochs x (N // batch) steps at that rate. ``run --dry-run`` and the report show them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+import yaml
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
+
+from full_step_rate import SHAPES, add_cell_arguments, cell_setup  # noqa: E402
+
+from runners.data.base import TaskData  # noqa: E402
+from runners.data.lra.common import ImageSequenceDataset, stack_collate  # noqa: E402
+from runners.projection import STEP_RATES  # noqa: E402
+from runners.results import RESULTS_DIR, git_provenance, utc_now, write_json_atomic  # noqa: E402
+from runners.run import tier_config  # noqa: E402
+from runners.spec import find_spec, load_spec  # noqa: E402
+from runners.train.table import unit_cells  # noqa: E402
+from runners.train.config import TrainConfig  # noqa: E402
+from runners.train.loop import train  # noqa: E402
+
+#: (part, pattern on a kernel's name or on the names of the CPU ops around its launch), first match wins; the
+#: kernel's own name is tried first, then its launching op and that op's parents, innermost first
+PARTS = [
+    ("SSM kernel generation", r"vandermonde|cauchy|GraphLaunch|_kernel_fn|DiagKernel|DPLRKernel"),
+    ("FFT convolution: cuFFT", r"fft"),
+    ("FFT convolution: pointwise passes", r"_pack_kernel|_unpack_kernel|_spectral_(fwd|bwd)_kernel|_full_spectrum"
+                                         r"|KernelConv|FFTConv|fft_conv|kernel_conv"),
+    ("optimizer", r"multi_tensor|adam|Adam|Optimizer\.step|_foreach"),
+    ("norm", r"batch_norm|layer_norm|BatchNorm|LayerNorm|bn_fw|bn_bw|welford"),
+    ("linear / GLU", r"gemm|gemv|cutlass|xmma|cublas|aten::(addmm|mm|bmm|linear|glu)|Addmm|MmBackward|GluBackward"),
+    ("activation / dropout", r"gelu|Gelu|dropout|Dropout"),
+    ("loss / pooling / decoder", r"cross_entropy|nll_loss|log_softmax|aten::mean|MeanBackward|NllLoss|LogSoftmax"),
+    ("layout copies", r"aten::copy_|aten::contiguous|aten::clone|CloneBackward|TransposeBackward|aten::transpose"),
+    ("residual / other elementwise", r"aten::add|aten::mul|aten::sub|aten::div|AddBackward|MulBackward|aten::fill_"
+                                     r"|aten::zero_|aten::sum"),
+]
+
+
+def synthetic_task(task: str, n_train: int, n_eval: int, seed: int = 0) -> TaskData:
+    """Random uint8 images of an LRA image task's shape in the loader's dataset class (x / 255 in [0, 1])."""
+    length, d_input, vocab, classes = SHAPES[task]
+    if vocab is not None or d_input != 1:
+        raise SystemExit(f"train_step_profile: {task} is not an image task (it needs {vocab} tokens)")
+    side = int(round(length ** 0.5))
+    g = torch.Generator().manual_seed(seed)
+    n = n_train + 2 * n_eval
+    images = torch.randint(0, 256, (n, side, side), generator=g, dtype=torch.uint8)  # (N, R, R)
+    labels = torch.randint(0, classes, (n,), generator=g)
+    idx = torch.arange(n)
+    parts = {"train": idx[:n_train], "val": idx[n_train:n_train + n_eval], "test": idx[n_train + n_eval:]}
+    ds = {k: ImageSequenceDataset(images, labels, v) for k, v in parts.items()}
+    return TaskData(name=task, train=ds["train"], val=ds["val"], test=ds["test"], seq_len=length, d_output=classes,
+                    d_input=1, collate_fn=stack_collate)
+
+
+#: steps left out of the steady rate (Triton compilation and autotuning, cuFFT plans, CUDA graph captures)
+WARMUP_STEPS = 10
+
+
+def _part_of(names: list[str]) -> str:
+    for name in names:
+        for part, pattern in PARTS:
+            if re.search(pattern, name):
+                return part
+    return "unclassified"
+
+
+def breakdown(prof: torch.profiler.profile, steps: int) -> dict:
+    """Per-step milliseconds by part, GPU busy and idle time, and the data loader's host time."""
+    events = prof.events()
+    windows = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith("ProfilerStep")]
+    if not windows:
+        raise SystemExit("train_step_profile: the profiler recorded no step")
+    t0, t1 = min(w[0] for w in windows), max(w[1] for w in windows)
+    by_part: dict[str, float] = defaultdict(float)
+    by_kernel: dict[str, float] = defaultdict(float)
+    intervals = []
+    loader_us = 0.0
+    for e in events:
+        inside = t0 <= e.time_range.start <= t1
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            if inside:
+                intervals.append((e.time_range.start, e.time_range.end))
+            continue
+        if inside and "DataLoader" in e.name and "__next__" in e.name:
+            loader_us += e.time_range.end - e.time_range.start
+        if not inside:
+            continue
+        for k in e.kernels:
+            chain, op = [k.name, e.name], e.cpu_parent
+            while op is not None:
+                chain.append(op.name)
+                op = op.cpu_parent
+            by_part[_part_of(chain)] += k.duration
+            by_kernel[k.name[:90]] += k.duration
+    busy, end = 0.0, -1.0
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        busy += b - max(a, end)
+        end = b
+    wall = (t1 - t0) / steps / 1e3
+    ms = {part: v / steps / 1e3 for part, v in sorted(by_part.items(), key=lambda kv: -kv[1])}
+    top = dict(sorted(((n, v / steps / 1e3) for n, v in by_kernel.items()), key=lambda kv: -kv[1])[:25])
+    return {"step_wall_ms": wall, "gpu_busy_ms": busy / steps / 1e3, "host_gaps_ms": wall - busy / steps / 1e3,
+            "parts_ms": ms, "data_loader_host_ms": loader_us / steps / 1e3, "top_kernels_ms": top}
+
+
+def run_once(model_fn, task: TaskData, cfg: TrainConfig, model_config: dict, steps: int, profile_steps: int,
+             progress: bool = False):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with tempfile.TemporaryDirectory() as run_dir:
+        if not profile_steps:
+            marks: dict[int, float] = {}
+            first = min(WARMUP_STEPS, steps - 1)
+
+            def mark(epoch: int, step: int) -> None:
+                if step in (first, steps):
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+                    marks[step] = time.perf_counter()
+
+            res = train(model_fn, task, cfg, Path(run_dir), device, progress=progress, model_config=model_config,
+                        on_step=mark)
+            return res, (steps - first) / (marks[steps] - marks[first])
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        sched = torch.profiler.schedule(wait=2, warmup=2, active=profile_steps, repeat=1)
+        with torch.profiler.profile(activities=activities, schedule=sched) as prof:
+            res = train(model_fn, task, cfg, Path(run_dir), device, progress=progress, model_config=model_config,
+                        on_step=lambda epoch, step: prof.step())
+        return res, breakdown(prof, profile_steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_cell_arguments(parser)
+    parser.add_argument("--batch", type=int, default=None, help="batch size (default: the cell's)")
+    parser.add_argument("--steps", type=int, default=60, help="training steps of the timed run")
+    parser.add_argument("--profile-steps", type=int, default=0, help="steps recorded by the profiler (0: none)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig field")
+    parser.add_argument("--label", default="", help="a name for this run in the output")
+    parser.add_argument("--output", default=None, help="JSON file to write")
+    parser.add_argument("--progress", action="store_true", help="the loop's progress bar (it reads the loss on the "
+                        "host every 10 steps)")
+    parser.add_argument("--record", action="store_true", help="write a step-rate record under results/step-rates/")
+    parser.add_argument("--n-train", type=int, default=None, help="training examples per epoch (with --record)")
+    args = parser.parse_args()
+    if args.record and (args.set or args.batch or not args.n_train or args.n_train < 1):
+        raise SystemExit("train_step_profile: --record measures the cell as configured: give --n-train N (>= 1) "
+                         "and no --set or --batch")
+    model_fn, train_dict, model_config = cell_setup(args.spec, args.task, args.row, args.tier)
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"train_step_profile: --set {item!r}: expected KEY=VALUE")
+        train_dict[key] = yaml.safe_load(value)
+    if args.batch:
+        train_dict["batch_size"] = args.batch
+    batch = train_dict["batch_size"]
+    n_steps = max(args.steps, args.profile_steps + 6, WARMUP_STEPS + 5)
+    train_dict.update(epochs=1, warmup_epochs=0, max_steps_per_epoch=n_steps, checkpoint_every_steps=None,
+                      max_minutes=None)
+    cfg = TrainConfig.from_dict(train_dict)
+    task = synthetic_task(args.task, n_train=batch * n_steps, n_eval=batch)
+    out: dict = {"label": args.label, "spec": args.spec, "task": args.task, "row": args.row, "batch": batch,
+                 "sets": args.set, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                 "torch": torch.__version__, "code": Path.cwd().name, **git_provenance()}
+    t = time.perf_counter()
+    res, steady = run_once(model_fn, task, cfg, model_config, n_steps, 0, args.progress)
+    out.update(steps=n_steps, steady_steps_per_second=steady, loop_steps_per_second=res.steps_per_second,
+               peak_memory_mb=res.peak_memory_mb, n_params=res.n_params, run_seconds=time.perf_counter() - t)
+    print(f"{args.label or args.row}: {args.spec} {args.row} / {args.task} batch {batch} on {out['device']}: "
+          f"{steady:.2f} steps/s from step {WARMUP_STEPS} to {n_steps} (the loop's own count, its start-up "
+          f"included: {res.steps_per_second:.2f}), peak {res.peak_memory_mb} MiB", flush=True)
+    if args.profile_steps:
+        _, prof = run_once(model_fn, task, cfg, model_config, args.profile_steps + 6, args.profile_steps,
+                           args.progress)
+        out["profile"] = prof
+        print(f"  step {prof['step_wall_ms']:.2f} ms under the profiler: GPU busy {prof['gpu_busy_ms']:.2f} ms, "
+              f"idle (host gaps) {prof['host_gaps_ms']:.2f} ms; data loader host time "
+              f"{prof['data_loader_host_ms']:.2f} ms")
+        for part, v in prof["parts_ms"].items():
+            print(f"    {part:40s} {v:8.3f} ms  {100 * v / prof['step_wall_ms']:5.1f} %")
+        print("  top kernels:")
+        for name, v in list(prof["top_kernels_ms"].items())[:15]:
+            print(f"    {v:8.3f} ms  {name}")
+    if args.output:
+        Path(args.output).write_text(json.dumps(out, indent=1))
+    if args.record:
+        path = record_step_rate(args.spec, args.tier, args.row, args.task, batch, args.n_train, steady, out)
+        print(f"step-rate record: {path}")
+
+
+def record_step_rate(spec_id: str, tier: str, row: str, task: str, batch: int, n_train: int, rate: float,
+                     measured: dict) -> Path:
+    """Write the step-rate record of one (row, task) of ``spec_id`` at ``tier`` (see runners/projection.py)."""
+    spec = load_spec(find_spec(spec_id))
+    variants = [("release", row)]
+    suite = spec.tiers[tier].suite_data
+    if suite is not None and row in suite.rows:
+        variants.append(("suite", suite.rows[row]))
+    cells = []
+    for data, name in variants:
+        cfg = tier_config(spec, tier, data)
+        if name not in cfg.models or task not in cfg.tasks:
+            continue
+        train_cfg = cfg.cell_train(name, task)
+        epochs = int(train_cfg["epochs"])
+        steps = epochs * (n_train // int(train_cfg["batch_size"]))
+        for r, c in unit_cells(cfg, name, task):
+            cells.append({"cell": f"{r}/{c}", "data": data, "series": f"{name} / {task}", "epochs": epochs,
+                          "projected_gpu_hours": steps / rate / 3600})
+    stamp = utc_now()
+    doc = {"spec_id": spec.id, "tier": tier, "row": row, "task": task, "batch": batch, "n_train": n_train,
+           "steps_per_second": rate, "device": measured["device"], "recorded": stamp, "cells": cells,
+           "measured": "steady steps/s of the suite's training loop on random data of the task's shape "
+                       f"(steps {WARMUP_STEPS}..{measured['steps']})", "peak_memory_mb": measured["peak_memory_mb"],
+           "torch": measured["torch"], **git_provenance()}
+    path = RESULTS_DIR / STEP_RATES / f"{stamp.replace('-', '').replace(':', '')[:15]}_{spec.id}.json"
+    write_json_atomic(path, doc)
+    return path
+
+
+if __name__ == "__main__":
+    main()

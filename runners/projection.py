@@ -1,0 +1,97 @@
+"""Projected GPU time of training cells, from measured step rates.
+
+A step-rate record (``results/step-rates/<stamp>_<spec id>.json``, written by
+``benchmarks/diagnostics/train_step_profile.py --record``) holds one cell's model and training settings as a spec
+tier configures them, the steady steps/s the suite's training loop reached with them on one card (random data of
+the task's shape), and for each table cell it serves (the release row and, where the tier has one, the suite-data
+row) the projection: epochs x (training examples // batch) steps at that rate, in hours of one GPU.
+``run --dry-run`` prints each selected cell's projection; the report prints it beside the hours its training took.
+
+Fields of a record: ``spec_id``, ``tier``, ``row``, ``task``, ``batch``, ``n_train``, ``steps_per_second``,
+``device``, ``recorded`` (UTC, ISO 8601), ``cells`` (a list of {``cell``: "row/column", ``series``: the results
+file's series key of the cell's training, ``epochs``, ``projected_gpu_hours``}), ``git_commit`` (with the usual
+provenance keys). A record that lacks one, or whose values are of the wrong kind, is an error naming the file and
+the key.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+STEP_RATES = "step-rates"  # folder under the results root
+_KEYS = {"spec_id": str, "tier": str, "row": str, "task": str, "batch": int, "n_train": int,
+         "steps_per_second": (int, float), "device": str, "recorded": str, "cells": list}
+
+
+class StepRateError(ValueError):
+    """A step-rate record that cannot be used: the message names the file and the key."""
+
+
+def _check(path: Path, doc: Any) -> dict:
+    if not isinstance(doc, dict):
+        raise StepRateError(f"{path}: a step-rate record must be a JSON object, got {type(doc).__name__}")
+    for key, kind in _KEYS.items():
+        if key not in doc:
+            raise StepRateError(f"{path}: key {key!r} missing (a step-rate record holds {', '.join(_KEYS)})")
+        if not isinstance(doc[key], kind) or isinstance(doc[key], bool):
+            raise StepRateError(f"{path}: key {key!r} = {doc[key]!r} is not a {getattr(kind, '__name__', 'number')}")
+    if not (math.isfinite(doc["steps_per_second"]) and doc["steps_per_second"] > 0):
+        raise StepRateError(f"{path}: key 'steps_per_second' = {doc['steps_per_second']!r}: expected a number > 0")
+    for i, cell in enumerate(doc["cells"]):
+        where = f"{path}: cells[{i}]"
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell"), str):
+            raise StepRateError(f"{where}: expected {{cell: 'row/column', series, epochs, projected_gpu_hours}}")
+        hours = cell.get("projected_gpu_hours")
+        if not isinstance(hours, (int, float)) or isinstance(hours, bool) or not (math.isfinite(hours) and hours > 0):
+            raise StepRateError(f"{where}: key 'projected_gpu_hours' = {hours!r}: expected a number > 0")
+    return doc
+
+
+def load_step_rates(results_root: Path) -> list[tuple[Path, dict]]:
+    """Every step-rate record under ``results_root/step-rates``, oldest first (by the time each records)."""
+    folder = Path(results_root) / STEP_RATES
+    if not folder.is_dir():
+        return []
+    records = []
+    for path in sorted(folder.glob("*.json")):
+        if path.is_symlink() or not path.is_file():
+            raise StepRateError(f"{path}: not a regular file (a step-rate record is a plain JSON file)")
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StepRateError(f"{path}: not a JSON file: {exc}") from None
+        records.append((path, _check(path, doc)))
+    return sorted(records, key=lambda pr: pr[1]["recorded"])
+
+
+def projections(records: list[tuple[Path, dict]], spec_id: str, tier: str) -> dict[str, dict]:
+    """{cell name: the newest projection of that cell of ``spec_id`` at ``tier``}: the record's cell entry with
+    the record's ``steps_per_second``, ``device``, ``batch``, ``recorded`` and ``file``."""
+    out: dict[str, dict] = {}
+    for path, doc in records:  # oldest first: a newer record replaces an older one
+        if doc["spec_id"] != spec_id or doc["tier"] != tier:
+            continue
+        for cell in doc["cells"]:
+            out[cell["cell"]] = {**cell, "steps_per_second": doc["steps_per_second"], "device": doc["device"],
+                                 "batch": doc["batch"], "recorded": doc["recorded"], "file": path.as_posix()}
+    return out
+
+
+def projection_text(p: Optional[dict]) -> str:
+    """'1.7 GPU-h (32.9 steps/s, NVIDIA H100 80GB HBM3, 2026-11-27)', or '-' without a measured rate."""
+    if not p:
+        return "-"
+    return (f"{p['projected_gpu_hours']:.1f} GPU-h ({p['steps_per_second']:.1f} steps/s at batch {p['batch']}, "
+            f"{p['device']}, {p['recorded'][:10]})")
+
+
+def measured_hours(result: dict, series_key: str) -> Optional[float]:
+    """The training time of one cell in a results file, in GPU-hours: the seconds of its logged epochs (the
+    evaluations included) times the processes that trained it; None where the file has no such series."""
+    series = (result.get("series") or {}).get(series_key)
+    if not isinstance(series, dict) or not series.get("history"):
+        return None
+    seconds = sum(float(e.get("seconds") or 0.0) for e in series["history"] if isinstance(e, dict))
+    return seconds * int(series.get("world_size") or 1) / 3600
