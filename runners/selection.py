@@ -55,9 +55,11 @@ def select_cells(spec: Spec, tier: str, expected: dict, patterns: Sequence[str] 
     """
     check_data_variant(spec, tier, data)
     only, never = variant_rows(spec, tier, data)
+    # a table whose runner reports its rows as columns (``transpose``) names the variant's rows in its columns
+    side = "column" if getattr(spec.tiers[tier].config, "transpose", False) else "row"
     cells = [(c["row"], c["column"]) for c in expected["cells"]
              if not any(k in c["checks"][tier] for k in UNMEASURED_CHECKS)
-             and (not only or c["row"] in only) and c["row"] not in never]
+             and (not only or c[side] in only) and c[side] not in never]
     if not patterns:
         return cells
     all_names = [cell_name(c["row"], c["column"]) for c in expected["cells"]]
