@@ -358,3 +358,30 @@ def test_bidirectional_model_with_mask_padding_ignores_how_much_padding_follows(
         torch.testing.assert_close(masked(unpadded), plain(unpadded))
     with pytest.raises(ValueError, match="mask_padding needs pad_id"):
         SequenceModel(0, 5, vocab_size=12, mask_padding=True)
+
+
+@pytest.mark.parametrize("spectrum", [False, True])
+def test_one_node_out_dtype_rounds_the_float32_result_once(spectrum, gen):
+    """The one-node path with out_dtype=bfloat16 (what the layer asks under bf16 autocast): its output is the float32
+    output rounded to bf16, and its gradients for a bf16 output gradient are those of the same gradient in float32."""
+    from ssm_core.kernel_conv import kernel_conv, spectrum_fn
+
+    torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
+    layer = SSMLayer(6, 8, mode="s4d", bidirectional=True, backend="torch")
+    length = 29
+    u = torch.randn(4, 6, length, requires_grad=True)  # (B, H, L)
+    _, kernel_fn, params = layer.kernel.graph_parts(length)
+    conv_kernel = lambda *t: layer._conv_kernel(kernel_fn(*t))  # noqa: E731
+    d = layer.d
+    if spectrum:
+        conv_kernel, params, d = spectrum_fn(conv_kernel, 2 * length), [*params, layer.d], None
+    entry = _eager_entry(conv_kernel, params)
+    trainable = [u, *[p for p in {id(p): p for p in [layer.d, *params]}.values() if p.requires_grad]]
+    # (each call's backward before the next forward: the graph's static spectrum is the latest replay's)
+    ref = kernel_conv(u, d, entry, params, "gelu", "blch", "torch")
+    g = torch.randn(ref.shape).to(torch.bfloat16)
+    ref_grads = torch.autograd.grad(ref, trainable, g.float())
+    out = kernel_conv(u, d, entry, params, "gelu", "blch", "torch", out_dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, ref.detach().to(torch.bfloat16))
+    for a, b in zip(torch.autograd.grad(out, trainable, g), ref_grads):
+        assert a.dtype == torch.float32 and torch.equal(a, b)

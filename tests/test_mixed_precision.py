@@ -176,3 +176,34 @@ def test_device_data_is_refused_for_a_dataset_that_cannot_gather(tmp_path):
               tmp_path, torch.device("cpu"), progress=False)
     with pytest.raises(ValueError, match=r"TrainConfig.device_data = 'yes'"):
         TrainConfig(lr=0.01, epochs=1, batch_size=8, device_data="yes")
+
+
+def test_cuda_layer_under_autocast_gives_the_float32_convolution_rounded_once(monkeypatch):
+    """On a GPU (the kernel replayed from its CUDA graph, the Triton passes): under bf16 autocast the projection's
+    input is the float32 convolution rounded once to bf16 (graphs off: the two-node path, the same values), for
+    several calls; the gradients agree with float32 training within bf16 rounding."""
+    import pytest
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from ssm_core import SSMLayer
+    from ssm_core.kernels import graphs
+
+    assert graphs.enabled()
+    torch.manual_seed(1)
+    layer = SSMLayer(64, 16, mode="s4d", bidirectional=True).cuda()
+    seen: list[torch.Tensor] = []
+    layer.out_proj.register_forward_pre_hook(lambda m, i: seen.append(i[0].detach()))
+    for _ in range(3):
+        x = torch.randn(8, 512, 64, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = layer(x)
+        assert y.dtype == torch.bfloat16 and seen[-1].dtype == torch.bfloat16
+        with torch.no_grad(), monkeypatch.context() as m:
+            m.setenv(graphs.ENV_VAR, "0")  # the eager two-node path
+            expected = layer._convolve(x, 1.0)
+        torch.testing.assert_close(seen[-1].float(), expected.to(torch.bfloat16).float(), rtol=0, atol=0)
+        grads = torch.autograd.grad(y.float().square().sum(), list(layer.parameters()))
+        ref = torch.autograd.grad(layer(x).square().sum(), list(layer.parameters()))
+        flat, flat_ref = (torch.cat([g.flatten() for g in gs]) for gs in (grads, ref))
+        assert (flat - flat_ref).norm() / flat_ref.norm() < 3e-2
