@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 import yaml
 
 from .spec import FRAMEWORK_KEYS, Spec, SpecError, load_spec
-from .yamlio import UniqueKeyLoader
+from .yamlio import load_yaml_text
 
 
 
@@ -38,10 +38,8 @@ def parse_override(text: str) -> Override:
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
         raise SpecError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. --set train.lr=0.004")
-    try:
-        value = yaml.load(raw, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader: no key given twice)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"--set {text!r}: the value is not valid YAML: {' '.join(str(exc).split())}") from exc
+    # the one YAML loader (runners/yamlio.py): no key given twice, aliases bounded, plain values only
+    value = load_yaml_text(raw, f"--set {text!r}", SpecError, key=key)
     return Override(text, key, value, add)
 
 

@@ -64,10 +64,13 @@ def check_num(key: str, value: Any, lo: float | None = None, hi: float | None = 
 
 
 def check_ints(key: str, values: Any, lo: int | None = None, hi: int | None = None, *, even: bool = False,
-               increasing: bool = False, nonempty: bool = True) -> None:
-    """``values`` is a list of integers, each in [lo, hi] (strictly increasing, non-empty where asked)."""
+               increasing: bool = False, nonempty: bool = True, distinct: bool = True) -> None:
+    """``values`` is a list of integers, each in [lo, hi] (strictly increasing, non-empty where asked), none given
+    twice unless ``distinct=False`` (such lists name cells or columns -- ``state_sizes: [16, 16]`` would measure the
+    cell N=16 twice and write a results file that reports it twice)."""
     what = (f"a {'non-empty ' if nonempty else ''}{'strictly increasing ' if increasing else ''}list of "
-            f"{'even ' if even else ''}integers {_range_text(lo, hi)}")
+            f"{'distinct ' if distinct and not increasing else ''}{'even ' if even else ''}integers "
+            f"{_range_text(lo, hi)}")
     if not isinstance(values, (list, tuple)) or (nonempty and not values):
         raise ValueError(f"{key}: {values!r} not allowed; expected {what}")
     for i, v in enumerate(values):
@@ -77,6 +80,9 @@ def check_ints(key: str, values: Any, lo: int | None = None, hi: int | None = No
             raise ValueError(f"{key}: {list(values)!r} not allowed; expected {what}") from None
     if increasing and list(values) != sorted(set(values)):
         raise ValueError(f"{key}: {list(values)!r} not allowed; expected {what}")
+    if distinct and len(set(values)) != len(values):
+        twice = next(v for i, v in enumerate(values) if v in values[:i])
+        raise ValueError(f"{key}: {list(values)!r} not allowed; expected {what} ({twice} is given twice)")
 
 
 def check_choice(key: str, value: Any, choices: Iterable[Any]) -> None:

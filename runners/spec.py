@@ -3,10 +3,14 @@
     id, paper, table, title, groups, runner, make, plots, tiers: {smoke, budget, full}
     make: the Makefile target of a shipped table (optional: a table added outside the Makefile has none).
     shown (optional): {tier: text}: what a run of that tier shows and does not show; the report prints it first
-    include: a file (or list) of shared settings, deep-merged underneath this one.
+    include: a file (or list) of shared settings, deep-merged underneath this one: a regular file inside the
+             spec's project (no device, FIFO, absolute path or symlink leading out), each read once, nesting at
+             most MAX_INCLUDE_DEPTH levels and MAX_INCLUDE_FILES files; no cycles.
 
 Each tier's mapping holds the framework keys ``device`` and ``seed``; the rest is the runner's config,
-built into the runner's dataclass with every unknown key or wrong type reported with file and key.
+built into the runner's dataclass with every unknown key or wrong type reported with file and key. Every seed
+(the tier's, and any ``seed`` / ``*_seed`` setting in it) is an integer in numpy's range [0, 2**32 - 1]. Each file
+is read by the one YAML loader (runners/yamlio.py: bounded, text keys, plain values).
 
 A tier may also hold ``suite_data``: the same configuration run on data the suite makes by the dataset's own
 published procedure (``run --data suite``), for training tables whose datasets have a generator (LRA ListOps,
@@ -24,14 +28,16 @@ configuration on a fresh draw of the data.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .yamlio import load_yaml, non_finite
+from .yamlio import MAX_EXPANDED, load_yaml, non_finite, plain_problem
 
 TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
@@ -43,6 +49,15 @@ FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
 DATA_VARIANTS = ("release", "suite")
 SUITE_DATA_KEYS = {"rows", "tasks", "note", "models"}
 SPEC_DIR = Path("reproductions")
+#: seeds (the tier's ``seed`` and every ``seed`` / ``*_seed`` setting): numpy's range (np.random.seed)
+SEED_MAX = 2**32 - 1
+#: includes: how deep they nest, how many files one spec reads (itself included) and include entries it follows
+MAX_INCLUDE_DEPTH = 8
+MAX_INCLUDE_FILES = 32
+MAX_INCLUDES = 64
+#: what marks the folder an include must stay inside (the repository or project of the spec: the nearest folder
+#: above the spec that holds one of these)
+PROJECT_MARKERS = (".git", "pyproject.toml", "reproductions", "expected")
 #: a spec id: the results/, runs/ and tables/ names are built from it, so it is a plain name (no '/', no '..')
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
 
@@ -121,21 +136,116 @@ def check_id(spec_id: Any, path: Path) -> None:
                         f"s4d_table2.yaml)")
 
 
-def resolve_includes(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
-    """The spec with its ``include:`` files merged underneath it (includes relative to the including file)."""
-    path = path.resolve()
-    if path in _seen:
-        raise SpecError(f"{path}: include cycle: {' -> '.join(str(p) for p in (*_seen, path))}")
-    doc = _read_yaml(path)
-    includes = doc.pop("include", [])
-    if isinstance(includes, str):
-        includes = [includes]
-    if not (isinstance(includes, list) and all(isinstance(i, str) for i in includes)):
-        raise SpecError(f"{path}: key 'include' must be a file name or a list of file names")
-    merged: dict = {}
-    for inc in includes:
-        merged = deep_merge(merged, resolve_includes(path.parent / inc, (*_seen, path)))
-    return deep_merge(merged, doc)
+def project_root(path: Path) -> Path:
+    """The folder a spec's includes must stay inside: the nearest folder above the spec (its own included) that
+    holds a :data:`PROJECT_MARKERS` entry (the repository, or a project with reproductions/ and expected/), else the
+    spec's own folder."""
+    start = Path(path).resolve().parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return folder
+    return start
+
+
+class _Includes:
+    """One spec's include graph, each file read once: bounded in depth, files and entries, every include a regular
+    file inside the spec's project (:func:`project_root`), no cycles."""
+
+    def __init__(self, top: Path) -> None:
+        self.root = project_root(top)
+        self.done: dict[Path, dict] = {}
+        self.entries = self.files = 0
+
+    def target(self, path: Path, inc: str) -> Path:
+        """The file ``inc`` (relative to ``path``'s folder) names, checked; SpecError naming ``path`` otherwise."""
+        where = f"{path}: key 'include': {inc!r}"
+        if not inc.strip() or "\0" in inc:
+            raise SpecError(f"{where} is not a file name; allowed: a YAML file inside {self.root}")
+        candidate = Path(inc) if Path(inc).is_absolute() else path.parent / inc
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise SpecError(f"{where} cannot be resolved ({exc}); allowed: a YAML file inside {self.root}") from None
+        if not resolved.is_relative_to(self.root):
+            via = f" (it resolves to {resolved})" if resolved != candidate else ""
+            raise SpecError(f"{where} is outside the project {self.root}{via}; allowed: a regular YAML file inside "
+                            f"it (no absolute path or symlink that leads out)")
+        try:
+            mode = os.stat(resolved).st_mode
+        except FileNotFoundError:
+            raise SpecError(f"{resolved}: file not found (key 'include' of {path})") from None
+        except OSError as exc:
+            raise SpecError(f"{where} cannot be read ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+            raise SpecError(f"{where} is {kind}; allowed: a regular YAML file inside {self.root}")
+        return resolved
+
+    def resolve(self, path: Path, chain: tuple[Path, ...] = ()) -> dict:
+        if path in chain:
+            raise SpecError(f"{path}: include cycle: {' -> '.join(str(p) for p in (*chain, path))}")
+        if len(chain) > MAX_INCLUDE_DEPTH:
+            raise SpecError(f"{chain[-1]}: key 'include': includes nest more than {MAX_INCLUDE_DEPTH} levels deep "
+                            f"({' -> '.join(p.name for p in (*chain, path))}); allowed: at most {MAX_INCLUDE_DEPTH}")
+        if path in self.done:
+            return self.done[path]
+        self.files += 1
+        if self.files > MAX_INCLUDE_FILES:
+            raise SpecError(f"{chain[-1] if chain else path}: key 'include': the spec's includes read more than "
+                            f"{MAX_INCLUDE_FILES} files; allowed: at most {MAX_INCLUDE_FILES}")
+        doc = _read_yaml(path)
+        includes = doc.pop("include", [])
+        if isinstance(includes, str):
+            includes = [includes]
+        if not (isinstance(includes, list) and all(isinstance(i, str) for i in includes)):
+            raise SpecError(f"{path}: key 'include' must be a file name or a list of file names")
+        merged: dict = {}
+        for inc in includes:
+            self.entries += 1
+            if self.entries > MAX_INCLUDES:
+                raise SpecError(f"{path}: key 'include': the spec's includes name more than {MAX_INCLUDES} files in "
+                                f"all; allowed: at most {MAX_INCLUDES}")
+            merged = deep_merge(merged, self.resolve(self.target(path, inc), (*chain, path)))
+        self.done[path] = deep_merge(merged, doc)
+        return self.done[path]
+
+
+def resolve_includes(path: Path) -> dict:
+    """The spec with its ``include:`` files merged underneath it (includes relative to the including file; each
+    file read once; bounded by :data:`MAX_INCLUDE_DEPTH`, :data:`MAX_INCLUDE_FILES` and :data:`MAX_INCLUDES`; every
+    include a regular file inside the spec's project). The merged mapping is plain and bounded as each file is
+    (runners/yamlio.py)."""
+    path = Path(path).resolve()
+    doc = _Includes(path).resolve(path)
+    problem = plain_problem(doc, limit=MAX_EXPANDED)
+    if problem:
+        raise SpecError(f"{path} with its includes: {problem}")
+    return doc
+
+
+def seed_problem(value: Any, where: str, required: bool = False) -> str | None:
+    """Why ``value`` is not a seed (an integer in [0, :data:`SEED_MAX`]); a non-integer is left to the runner's
+    own check unless ``required``."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if (is_int and not 0 <= value <= SEED_MAX) or (required and not is_int):
+        return f"{where}: {value!r} not allowed; expected an integer in [0, {SEED_MAX}] (numpy's seed range)"
+    return None
+
+
+def _nested_seeds(raw: Any, where: str) -> str | None:
+    """The first ``seed`` / ``*_seed`` setting anywhere under ``raw`` outside numpy's seed range."""
+    items = raw.items() if isinstance(raw, dict) else enumerate(raw) if isinstance(raw, list) else ()
+    for key, value in items:
+        at = f"{where}.{key}" if isinstance(raw, dict) else f"{where}[{key}]"
+        if isinstance(key, str) and (key == "seed" or key.endswith("_seed")):
+            why = seed_problem(value, at)
+            if why:
+                return why
+        why = _nested_seeds(value, at)
+        if why:
+            return why
+    return None
 
 
 def _type_ok(value: Any, tp: Any) -> bool:
@@ -183,7 +293,7 @@ def build_config(cls: type, raw: dict, where: str) -> Any:
         values[name] = tuple(value) if typing.get_origin(hints[name]) is tuple else value
     try:
         return cls(**values)
-    except (TypeError, ValueError) as exc:  # __post_init__ validation of the runner
+    except (TypeError, ValueError, OverflowError) as exc:  # __post_init__ validation of the runner
         raise SpecError(f"{where}: {exc}") from exc
     except (AttributeError, KeyError, IndexError) as exc:  # a value of the wrong shape that no check named
         raise SpecError(f"{where}: a setting has the wrong shape ({type(exc).__name__}: {exc}); see the runner's "
@@ -201,6 +311,9 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
     if doc is None:
         doc = resolve_includes(path)
     else:  # a changed mapping (``--set``): the checks each file gets when it is read
+        problem = plain_problem(doc, limit=MAX_EXPANDED)
+        if problem:
+            raise SpecError(f"{path}: {problem}")
         bad = list(non_finite(doc))
         if bad:
             raise SpecError(f"{path}: key '{bad[0]}' is inf or NaN; a spec's numbers must be finite")
@@ -244,8 +357,9 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
         if device not in FRAMEWORK_KEYS["device"]:
             raise SpecError(f"{where}.device: {device!r} not allowed; choose one of {list(FRAMEWORK_KEYS['device'])}")
         seed = raw.pop("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise SpecError(f"{where}.seed: expected an integer, got {seed!r}")
+        why = seed_problem(seed, f"{where}.seed", required=True) or _nested_seeds(raw, where)
+        if why:
+            raise SpecError(why)
         variant = raw.pop("suite_data", None)
         tiers[tier] = TierSpec(device, seed, build_config(entry.config, raw, where), dict(tiers_raw[tier] or {}),
                                None if variant is None else _suite_data(entry, raw, variant, f"{where}.suite_data"))
