@@ -126,8 +126,8 @@ class TrainConfig:
             raise _err("num_workers", self.num_workers, "an integer >= 0")
         if not isinstance(self.device_data, bool):
             raise _err("device_data", self.device_data, "true or false")
-        if not _is_int(self.seed) or self.seed < 0:
-            raise _err("seed", self.seed, "an integer >= 0")
+        if not _is_int(self.seed) or not 0 <= self.seed <= 2**32 - 1:
+            raise _err("seed", self.seed, "an integer in [0, 2**32 - 1] (numpy's seed range)")
         if self.monitor is not None and self.monitor not in MONITORS:
             raise _err("monitor", self.monitor, f"None or one of {list(MONITORS)}")
 
