@@ -1,30 +1,32 @@
 """Cell-by-cell comparison of results files with expected/: PASS, FAIL, IMPROVED, NOT-RUN, CONTEXT.
 
 One (spec, tier) may have several results files (a run of some cells, a rerun of one): each expected cell is
-judged by the newest file whose ``selected_cells`` holds it (:func:`judge_tier`). The check kinds and their
-verdicts are described in expected/README.md.
+judged by the newest file whose ``selected_cells`` holds it and that measured it (:func:`judge_tier`): a newer file
+that left the cell null with a declared reason (not measured here) never hides an older measurement. The check
+kinds and their verdicts are described in expected/README.md; the results files are read and checked by
+:mod:`runners.result_files` (re-exported here).
+
+Every judged value is first held against its unit's physical range (% in [0, 100], times, memory, rates and
+speed-ups > 0, ...: :func:`runners.expected.unit_range`), in the cell itself and in the cells an ordering refers to;
+a null value is FAIL where the results file shows the cell was trained and gave none (every validation metric NaN:
+diverged), and NOT-RUN only with the runner's reason.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from . import results as results_mod
-from .expected import DEFAULT_PLAUSIBLE_FACTOR, check_kind, check_role
+from .expected import DEFAULT_PLAUSIBLE_FACTOR, check_kind, check_role, fraction_error, range_error, unit_range
+from .result_files import (ResultsError, latest_result, load_result, load_tier_results,  # noqa: F401 (re-exported)
+                           result_errors, result_paths)
 from .textfmt import column_label, fmt
 
 CLAIM_VERDICTS = ("PASS", "FAIL", "IMPROVED", "NOT-RUN")
 VERDICTS = CLAIM_VERDICTS + ("CONTEXT",)
 Key = tuple[str, str]
-
-
-class ResultsError(ValueError):
-    """A results file cannot be judged (corrupt, truncated, wrong shape): one line naming the file and the key."""
 
 
 @dataclass
@@ -42,6 +44,7 @@ class CellVerdict:
     role: str = "claim"  # "claim" or "sanity" (guards the machinery; counted apart)
     kind: str = ""  # the check kind: tolerance, bound, within_factor, std, ordering, not_run, context
     result: int | None = None  # index (into judge_tier's ``results``) of the results file that judged it
+    overrides: tuple[str, ...] = ()  # the ``--set`` overrides the judging results file ran with
 
     @property
     def unexpected_fail(self) -> bool:
@@ -51,118 +54,6 @@ class CellVerdict:
     def stale_known_fail(self) -> bool:
         """A cell whose FAIL is analysed in expected/ (known_fail) but that no longer fails."""
         return bool(self.known_fail) and self.verdict in ("PASS", "IMPROVED")
-
-
-# ------------------------------------------------------------------------------------------------- results files
-
-def _result_name(tier: str) -> re.Pattern:
-    """<UTC stamp>_<tier>.json, or with a uniqueness suffix: <stamp>_<tier>_<suffix>.json."""
-    return re.compile(rf"^(\d{{8}}T\d{{6,}})_{re.escape(tier)}(?:_([A-Za-z0-9-]+))?\.json$")
-
-
-def _stamp_key(path: Path, tier: str) -> tuple[str, int, str]:
-    """Sort key of a results file: its stamp, then a numeric uniqueness suffix, then the name."""
-    stamp, suffix = _result_name(tier).match(path.name).groups()
-    return stamp, int(suffix) if suffix and suffix.isdigit() else 0, path.name
-
-
-def result_paths(spec_id: str, tier: str, root: Path | None = None) -> list[Path]:
-    """Every results/<spec id>/<stamp>_<tier>[_<suffix>].json, newest first."""
-    base = (root or results_mod.RESULTS_DIR) / spec_id
-    pattern = _result_name(tier)
-    files = [p for p in base.glob(f"*_{tier}*.json") if pattern.match(p.name)]
-    return sorted(files, key=lambda p: _stamp_key(p, tier), reverse=True)
-
-
-def latest_result(spec_id: str, tier: str, root: Path | None = None) -> Path | None:
-    """The newest results/<spec id>/<stamp>_<tier>*.json, or None."""
-    paths = result_paths(spec_id, tier, root)
-    return paths[0] if paths else None
-
-
-def _value_ok(value: Any) -> bool:
-    """A measured value a results file may hold: a number (NaN and inf included: they are judged FAIL),
-    "X" (out of memory / failure) or null (not measured; the note says why)."""
-    return value is None or value == "X" or (isinstance(value, (int, float)) and not isinstance(value, bool))
-
-
-def result_errors(doc: Any) -> list[str]:
-    """What makes a parsed results file unusable (empty list: usable)."""
-    if not isinstance(doc, dict):
-        return [f"top level must be a JSON object, got {type(doc).__name__}"]
-    cells = doc.get("cells")
-    if "cells" not in doc:
-        return ["no 'cells' key (a results file lists its measured cells as [{row, column, value}, ...])"]
-    if not isinstance(cells, list):
-        return [f"'cells' must be a list of {{row, column, value}}, got {type(cells).__name__}"]
-    errs, seen = [], set()
-    for i, c in enumerate(cells):
-        if not isinstance(c, dict):
-            errs.append(f"cells[{i}] must be an object {{row, column, value}}, got {type(c).__name__}")
-            continue
-        missing = [k for k in ("row", "column", "value") if k not in c]
-        if missing:
-            errs.append(f"cells[{i}] lacks {missing}")
-            continue
-        if not (isinstance(c["row"], str) and isinstance(c["column"], str)):
-            errs.append(f"cells[{i}]: row and column must be strings, got {c['row']!r}, {c['column']!r}")
-            continue
-        if not _value_ok(c["value"]):
-            errs.append(f"cells[{i}] ({c['row']} / {c['column']}).value must be a number, 'X' or null, "
-                        f"got {c['value']!r}")
-        if c.get("note") is not None and not isinstance(c["note"], str):
-            errs.append(f"cells[{i}].note must be a string or null, got {c['note']!r}")
-        if (c["row"], c["column"]) in seen:
-            errs.append(f"cells[{i}]: ({c['row']} / {c['column']}) is reported twice")
-        seen.add((c["row"], c["column"]))
-    sel = doc.get("selected_cells")
-    if "selected_cells" in doc and not (isinstance(sel, list) and all(
-            isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s) for s in sel)):
-        errs.append("'selected_cells' must be a list of [row, column] pairs of strings")
-    for key in ("spec_id", "tier"):
-        if key in doc and not isinstance(doc[key], str):
-            errs.append(f"'{key}' must be a string, got {doc[key]!r}")
-    if "notes" in doc and not (isinstance(doc["notes"], list) and all(isinstance(n, str) for n in doc["notes"])):
-        errs.append("'notes' must be a list of strings")
-    for key in ("environment", "series"):
-        if key in doc and doc[key] is not None and not isinstance(doc[key], dict):
-            errs.append(f"'{key}' must be an object, got {type(doc[key]).__name__}")
-    return errs
-
-
-def load_result(path: Path, spec_id: str | None = None, tier: str | None = None) -> dict:
-    """Read and check one results file; raise ResultsError (one line naming the file) if it cannot be judged.
-
-    With ``spec_id`` / ``tier``, a file that says it belongs to another spec or tier is an error too.
-    """
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise ResultsError(f"{path}: not UTF-8 text; a results file is JSON written by `runners run`") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno}): "
-                           f"a truncated or corrupt results file; rerun the spec or remove the file") from None
-    except RecursionError:
-        raise ResultsError(f"{path}: not valid JSON (nested too deeply)") from None
-    errs = result_errors(doc)
-    if not errs:
-        for key, want in (("spec_id", spec_id), ("tier", tier)):
-            if want is not None and key in doc and doc[key] != want:
-                errs.append(f"'{key}' is {doc[key]!r}, but the file is filed under {want!r}")
-    if errs:
-        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-        raise ResultsError(f"{path}: {errs[0]}{more}")
-    return doc
-
-
-def load_tier_results(spec_id: str, tier: str, root: Path | None = None) -> list[tuple[Path, dict]]:
-    """Every results file of (spec, tier), newest first, each checked by :func:`load_result`."""
-    return [(p, load_result(p, spec_id, tier)) for p in result_paths(spec_id, tier, root)]
 
 
 # ------------------------------------------------------------------------------------------------------ judging
@@ -232,6 +123,25 @@ def _base(cell: dict, tier: str, value: Any) -> CellVerdict:
                        role=check_role(check), kind=check_kind(check))
 
 
+def _plausible_limit(centre: float, check: dict, higher: bool) -> tuple[float, float]:
+    """(largest plausible gain over ``centre`` on the better side, the value at that gain) under the check's
+    ``plausible_factor`` f: (f - 1) |centre| when higher is better, (1 - 1/f) |centre| when lower is."""
+    f = check.get("plausible_factor", DEFAULT_PLAUSIBLE_FACTOR)
+    limit = (f - 1) * abs(centre) if higher else (1 - 1 / f) * abs(centre)
+    return limit, (centre + limit if higher else centre - limit)
+
+
+def _implausible(value: float, centre: float, check: dict, higher: bool) -> str | None:
+    """The "implausible" text when ``value`` is better than ``centre`` beyond the plausible factor, else None."""
+    gain = value - centre if higher else centre - value
+    limit, bound = _plausible_limit(centre, check, higher)
+    if gain <= limit:
+        return None
+    f = check.get("plausible_factor", DEFAULT_PLAUSIBLE_FACTOR)
+    return (f"implausible: {fmt(value)} is beyond {fmt(bound)}, the plausible factor {f:g} from the paper's "
+            f"{fmt(centre)} on the better side (a unit or scale error?)")
+
+
 def _beyond(out: CellVerdict, value: float, centre: float, check: dict, higher: bool) -> None:
     """Outside the check: IMPROVED on the ``better`` side while within ``plausible_factor`` f of the paper value,
     else FAIL. For a positive paper value: centre / f <= value <= centre * f; in general the gain over the paper
@@ -240,15 +150,12 @@ def _beyond(out: CellVerdict, value: float, centre: float, check: dict, higher: 
     if gain <= 0:
         out.verdict = "FAIL"
         return
-    f = check.get("plausible_factor", DEFAULT_PLAUSIBLE_FACTOR)
-    limit = (f - 1) * abs(centre) if higher else (1 - 1 / f) * abs(centre)
-    if gain <= limit:
+    why = _implausible(value, centre, check, higher)
+    if why is None:
         out.verdict = "IMPROVED"
         return
-    bound = centre + limit if higher else centre - limit
     out.verdict = "FAIL"
-    out.detail = (f"implausible: {fmt(value)} is beyond {fmt(bound)}, the plausible factor {f:g} from the paper's "
-                  f"{fmt(centre)} on the better side (a unit or scale error?); " + out.detail)
+    out.detail = f"{why}; " + out.detail
 
 
 def _x_rank(x_counts_as: str, higher: bool) -> float:
@@ -257,8 +164,24 @@ def _x_rank(x_counts_as: str, higher: bool) -> float:
     return worse if x_counts_as == "worse" else -worse
 
 
+def _reference(cell: dict, check: dict | None = None) -> Any:
+    """The number that sets a cell's scale: its paper value, else its check's target."""
+    paper = cell.get("paper")
+    return paper if _num(paper) else (check or {}).get("target")
+
+
+def value_problem(value: float, unit: Any, cell: dict, check: dict | None = None,
+                  recorded_unit: Any = None) -> str | None:
+    """Why a finite measured value cannot be a measurement of ``cell``: outside its unit's physical range (the
+    expected file's unit; the results file's own where the expected unit has no range), or a fraction in a %
+    cell whose paper value is a percentage (:func:`runners.expected.fraction_error`). None when it can be."""
+    used = unit if unit_range(unit) is not None or unit_range(recorded_unit) is None else recorded_unit
+    return range_error(value, used) or fraction_error(value, used, _reference(cell, check))
+
+
 def _judge_ordering(out: CellVerdict, cell: dict, check: dict, value: Any,
-                    lookup: Mapping[Key, tuple[Any, str | None, str]]) -> CellVerdict:
+                    lookup: Mapping[Key, tuple[Any, str | None, str]],
+                    table: Mapping[Key, dict] | None = None) -> CellVerdict:
     (which, refs), = check["ordering"].items()
     higher = cell["better"] == "higher"
     x_counts = check.get("x_counts_as")
@@ -289,6 +212,11 @@ def _judge_ordering(out: CellVerdict, cell: dict, check: dict, value: Any,
                 continue
             theirs = _x_rank(x_counts, higher)
         elif _num(other):
+            ref_cell = (table or {}).get((ref["row"], ref["column"]), cell)
+            problem = value_problem(other, ref_cell.get("unit"), ref_cell)
+            if problem:
+                fails.append(f"{name} = {fmt(other)}: {problem}{where}")
+                continue
             theirs = other
         else:
             fails.append(f"{name} = {other!r}: not a number{where}")
@@ -312,13 +240,17 @@ def _judge_ordering(out: CellVerdict, cell: dict, check: dict, value: Any,
 
 
 def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key, str | None] | None = None,
-          others: Mapping[Key, tuple[Any, str | None, str]] | None = None) -> CellVerdict:
+          others: Mapping[Key, tuple[Any, str | None, str]] | None = None, *,
+          failed_nulls: Mapping[Key, str] | None = None, units: Mapping[Key, str | None] | None = None,
+          table: Mapping[Key, dict] | None = None) -> CellVerdict:
     """Apply the tier's check of one expected cell to the measured values of the run that selected it.
 
     ``measured``: (row, column) -> value of that run (a cell absent from it is FAIL, "missing in the result");
     ``notes``: the run's note per cell (a null value with a note is NOT-RUN, the runner's reason);
     ``others``: (row, column) -> (value, note, where) from the tier's other runs, for ordering references the
-    run did not measure.
+    run did not measure; ``failed_nulls``: the run's null cells that are FAIL whatever their note, with the reason
+    (:func:`null_failures`: trained and gave no value, e.g. diverged); ``units``: the unit each cell of the run
+    records; ``table``: the expected file's cells by (row, column) (the units of ordering references).
     """
     notes = notes or {}
     check = cell["checks"][tier]
@@ -336,7 +268,9 @@ def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key
         return out
     value = measured[key]
     if value is None:
-        if notes.get(key):
+        if failed_nulls and key in failed_nulls:
+            out.verdict, out.detail = "FAIL", failed_nulls[key]
+        elif notes.get(key):
             out.detail = f"not measured: {notes[key]}"
         else:
             out.verdict, out.detail = "FAIL", "no value and no reason (null without a note in the result)"
@@ -344,10 +278,15 @@ def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key
     if _not_finite(value):
         out.verdict, out.detail = "FAIL", f"not a finite number ({value})"
         return out
+    if _num(value):
+        problem = value_problem(value, cell.get("unit"), cell, check, (units or {}).get(key))
+        if problem:
+            out.verdict, out.detail = "FAIL", problem
+            return out
     if kind == "ordering":
         lookup = dict(others or {})
-        lookup.update({k: (v, notes.get(k), "") for k, v in measured.items()})
-        return _judge_ordering(out, cell, check, value, lookup)
+        lookup.update({k: (v, notes.get(k), "") for k, v in measured.items() if v is not None or k not in lookup})
+        return _judge_ordering(out, cell, check, value, lookup, table)
     centre = check.get("target", cell["paper"])
     higher = cell["better"] == "higher"
     if value == "X" or centre == "X":
@@ -374,6 +313,10 @@ def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key
         ok = value >= lim if which == "min" else value <= lim
         out.verdict = "PASS" if ok else "FAIL"
         out.detail = "" if ok else f"{fmt(value)} {'<' if which == 'min' else '>'} {fmt(lim)}"
+        paper = cell.get("paper")
+        why = _implausible(value, paper, check, higher) if ok and _num(paper) and math.isfinite(paper) else None
+        if why:  # a one-sided bound caps a result better than the paper as a tolerance does
+            out.verdict, out.detail = "FAIL", why
     elif kind == "within_factor":
         f = check["within_factor"]
         out.detail = f"ratio to paper {fmt(value / centre)}"
@@ -398,48 +341,155 @@ def selected_cells(result: dict, expected: dict, tier: str) -> set[Key]:
     return default_selected(expected, tier)
 
 
-Run = tuple[dict[Key, Any], dict[Key, "str | None"], set[Key]]  # one results file: values, notes, selected cells
+# ------------------------------------------------------------------------------------------ null cells of a run
+
+def _finite(x: Any) -> bool:
+    return _num(x) and math.isfinite(x)
+
+
+def _test_columns(result: dict, task: str) -> set[str]:
+    """The columns a trained (row, task) reports its validation-selected test value in: the task itself, '<task>
+    accuracy' / '<task> rmse', and the task's picked columns of a validation metric (config tasks.<task>.columns)."""
+    cols = {task, f"{task} accuracy", f"{task} rmse"}
+    config = result.get("config") if isinstance(result.get("config"), dict) else {}
+    tasks = config.get("tasks") if isinstance(config.get("tasks"), dict) else {}
+    picks = (tasks.get(task) or {}).get("columns") if isinstance(tasks.get(task), dict) else None
+    if isinstance(picks, dict):
+        cols |= {str(c) for m, c in picks.items() if m in ("test", "best_val", "first_val")}
+    return cols
+
+
+def _no_finite_validation(series: Any) -> bool:
+    """A training series with at least one evaluated epoch whose validation metrics are all NaN or null."""
+    history = series.get("history") if isinstance(series, dict) else None
+    if not (isinstance(history, list) and history):
+        return False
+    return not any(isinstance(e, dict) and (_finite(e.get("val_metric")) or _finite(e.get("val_loss")))
+                   for e in history)
+
+
+def _series_of(result: dict, row: str, column: str) -> Any:
+    """The training series ("<row> / <task>") whose validation-selected test value ``(row, column)`` reports (a
+    transposed table's cells read the other way round), or None."""
+    series = result.get("series") if isinstance(result.get("series"), dict) else {}
+    for name, s in series.items():
+        if not isinstance(name, str) or " / " not in name:
+            continue
+        r, _, task = name.partition(" / ")
+        if (r == row and column in _test_columns(result, task)) or (r == column and row in _test_columns(result, task)):
+            return s
+    return None
+
+
+_STOP = re.compile(r"\bstop: ([A-Za-z_]+)")
+
+
+def null_failures(result: dict) -> dict[Key, str]:
+    """The null cells of one results file that are FAIL whatever their note, with the reason: the file shows the
+    run trained the cell and it gave no value -- its training series has no finite validation metric (diverged,
+    or NaN in the data), or its note records a training stop ("stop: completed") with no value. A null cell the
+    runner declared unmeasurable here (no CUDA device, data missing) is not among them."""
+    out: dict[Key, str] = {}
+    for c in result.get("cells", []):
+        if c.get("value") is not None:
+            continue
+        key, note = (c["row"], c["column"]), c.get("note") or ""
+        series = _series_of(result, *key)
+        stop = _STOP.search(note)
+        if series is not None and _no_finite_validation(series):
+            n = len(series["history"])
+            out[key] = (f"diverged: every validation metric of its training is NaN ({n} epoch{'s' * (n != 1)}), so "
+                        f"there is no best epoch to take a test value from" + (f" ({note})" if note else ""))
+        elif stop:
+            out[key] = (f"no value although the run trained this cell (stop: {stop.group(1)}): no validation epoch "
+                        f"gave a finite metric; note: {note}")
+    return out
+
+
+@dataclass
+class Run:
+    """One results file as the judging reads it."""
+
+    measured: dict[Key, Any]  # (row, column) -> value
+    notes: dict[Key, "str | None"]
+    selected: set[Key]  # the cells it was asked to produce
+    units: dict[Key, "str | None"] = field(default_factory=dict)  # the unit each cell records
+    failed_nulls: dict[Key, str] = field(default_factory=dict)  # null cells that are FAIL (null_failures)
+    overrides: tuple[str, ...] = ()  # its --set overrides
+
+    def declared_null(self, key: Key) -> bool:
+        """The run left ``key`` null with a reason the runner declared (not a FAIL): not a measurement."""
+        return key in self.measured and self.measured[key] is None and key not in self.failed_nulls \
+            and bool(self.notes.get(key))
+
+
+def _run_of(result: dict, expected: dict, tier: str) -> Run:
+    cells = result["cells"]
+    overrides = result.get("overrides") or []
+    return Run(measured={(c["row"], c["column"]): c["value"] for c in cells},
+               notes={(c["row"], c["column"]): c.get("note") for c in cells},
+               selected=selected_cells(result, expected, tier),
+               units={(c["row"], c["column"]): c.get("unit") for c in cells},
+               failed_nulls=null_failures(result),
+               overrides=tuple(str(o) for o in overrides) if isinstance(overrides, list) else ())
 
 
 def tier_runs(expected: dict, results: list[dict], tier: str
               ) -> tuple[list[Run], dict[Key, tuple[Any, str | None, str]]]:
-    """Each results file (newest first) as (values, notes, selected cells), and per cell the newest measured value
-    with its note and the file it came from (what ordering checks read for references a run did not measure)."""
-    runs: list[Run] = []
-    for result in results:
-        measured = {(c["row"], c["column"]): c["value"] for c in result["cells"]}
-        notes = {(c["row"], c["column"]): c.get("note") for c in result["cells"]}
-        runs.append((measured, notes, selected_cells(result, expected, tier)))
+    """Each results file (newest first) as a :class:`Run`, and per cell the newest measured value with its note
+    and the file it came from (what ordering checks read for references a run did not measure; a null there is
+    taken only where no file measured the cell)."""
+    runs = [_run_of(result, expected, tier) for result in results]
     newest: dict[Key, tuple[Any, str | None, str]] = {}
-    for i, (measured, notes, _) in enumerate(runs):
-        for key, value in measured.items():
-            newest.setdefault(key, (value, notes[key], f"from results file {i + 1}"))
+    for i, run in enumerate(runs):
+        for key, value in run.measured.items():
+            if key not in newest or (newest[key][0] is None and value is not None):
+                newest[key] = (value, run.notes[key], f"from results file {i + 1}")
     return runs, newest
+
+
+def judge_run(cell: dict, tier: str, run: Run, newest: Mapping[Key, tuple[Any, str | None, str]],
+              table: Mapping[Key, dict] | None = None) -> CellVerdict:
+    """:func:`judge` of one expected cell on one run."""
+    return judge(cell, tier, run.measured, run.notes, newest, failed_nulls=run.failed_nulls, units=run.units,
+                 table=table)
 
 
 def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdict]:
     """A verdict for every expected cell at ``tier`` from all results files of that (spec, tier).
 
-    ``results`` newest first: each cell is judged by the newest result whose selected cells hold it; a cell no
-    result selects is NOT-RUN ("tier not run" without results, else "not selected by any run"). Ordering
-    references a run did not measure are read from the newest other run that did.
+    ``results`` newest first: each cell is judged by the newest result whose selected cells hold it and that
+    measured it -- a newer result that left it null with a declared reason never hides an older measured value
+    (a null that is FAIL, e.g. diverged, is a verdict of its own and stands); a cell no result selects is NOT-RUN
+    ("tier not run" without results, else "not selected by any run"). Ordering references a run did not measure
+    are read from the newest other run that did.
     """
     runs, newest = tier_runs(expected, results, tier)
+    table = {(c["row"], c["column"]): c for c in expected["cells"]}
     verdicts = []
     for cell in expected["cells"]:
         key = (cell["row"], cell["column"])
         kind = check_kind(cell["checks"][tier])
-        pick = next((i for i, run in enumerate(runs) if key in run[2]), None)
+        picks = [i for i, run in enumerate(runs) if key in run.selected]
         if kind in ("not_run", "context"):
             v = judge(cell, tier, {})  # the check says why nothing is judged
             v.measured = newest.get(key, (None,))[0]  # shown, not judged
-        elif pick is None:
+        elif not picks:
             v = _base(cell, tier, None)
             v.detail = "tier not run" if not runs else "not selected by any run of this tier"
         else:
-            measured, notes, _ = runs[pick]
-            v = judge(cell, tier, measured, notes, newest)
+            pick = next((i for i in picks if not runs[i].declared_null(key)), picks[0])
+            v = judge_run(cell, tier, runs[pick], newest, table)
             v.result = pick
+            skipped = [i for i in picks if i < pick]
+            if skipped:
+                v.detail = (f"{v.detail}; " if v.detail else "") + "newer results file(s) " + ", ".join(
+                    f"{i + 1} (not measured: {runs[i].notes.get(key)})" for i in skipped) + \
+                    " did not measure it: judged from the newest one that did"
+            if runs[pick].overrides and v.verdict in ("PASS", "IMPROVED"):
+                v.overrides = runs[pick].overrides
+                v.detail = (f"{v.detail}; " if v.detail else "") + \
+                    f"rests on --set {' '.join(runs[pick].overrides)}"
         verdicts.append(v)
     return verdicts
 
@@ -473,11 +523,26 @@ def context_count(verdicts: list[CellVerdict]) -> int:
     return sum(v.verdict == "CONTEXT" for v in verdicts)
 
 
+def overrides_text(verdicts: list[CellVerdict]) -> str:
+    """"3 PASS rest on --set step_graph=true" for the passing cells judged from runs with ``--set`` overrides
+    ('' when none)."""
+    resting = [v for v in verdicts if v.overrides and v.verdict in ("PASS", "IMPROVED")]
+    if not resting:
+        return ""
+    sets = sorted({" ".join(v.overrides) for v in resting})
+    n = len(resting)
+    return (f"{n} PASS/IMPROVED rest{'s' if n == 1 else ''} on --set overrides "
+            f"({'; '.join(f'--set {s}' for s in sets)}): not the spec's settings as written")
+
+
 def counts_text(verdicts: list[CellVerdict]) -> str:
-    """"claims: PASS 2, FAIL 1, IMPROVED 0, NOT-RUN 3; context 120; sanity: PASS 4, FAIL 0, ..." """
+    """"claims: PASS 2, FAIL 1, IMPROVED 0, NOT-RUN 3; context 120; sanity: PASS 4, FAIL 0, ..." and, where passing
+    cells were judged from runs with ``--set`` overrides, how many and which overrides."""
     claims = ", ".join(f"{k} {n}" for k, n in summary(verdicts).items())
     sanity = sanity_summary(verdicts)
     text = f"claims: {claims}; context {context_count(verdicts)}"
     if any(sanity.values()):
         text += "; sanity: " + ", ".join(f"{k} {n}" for k, n in sanity.items())
+    if resting := overrides_text(verdicts):
+        text += f"; {resting}"
     return text

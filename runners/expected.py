@@ -20,11 +20,72 @@ CHECK_KINDS = {"tolerance", "bound", "within_factor", "ordering", "std", "not_ru
 CHECK_MODIFIERS = {"target", "significance", "x_counts_as", "plausible_factor", "role"}
 #: kinds that judge a measurement (the other two say why there is none to judge)
 JUDGING_KINDS = CHECK_KINDS - {"not_run", "context"}
-#: kinds whose result beyond the check on the ``better`` side is IMPROVED (bounded by ``plausible_factor``)
+#: kinds whose result beyond the check on the ``better`` side is IMPROVED (bounded by ``plausible_factor``); a
+#: one-sided ``bound`` is capped too, at the default factor (DEFAULT_PLAUSIBLE_FACTOR, relative to the cell's paper
+#: value): a result better than the paper beyond it is FAIL ("implausible"), not PASS
 IMPROVABLE_KINDS = {"tolerance", "within_factor", "std"}
 ROLES = ("claim", "sanity")
 X_COUNTS_AS = ("worse", "better")
 DEFAULT_PLAUSIBLE_FACTOR = 2.0
+
+
+# ------------------------------------------------------------------------------------------ units' physical range
+
+#: units whose values are positive: times, memory, rates, speed-ups and other ratios, parameter counts
+POSITIVE_UNITS = frozenset({"ms", "s", "us", "µs", "min", "h", "kb", "mb", "mib", "gb", "gib", "images/s",
+                            "tokens/s", "steps/s", "ratio", "x", "parameters"})
+#: units whose values are >= 0: errors (RMSE, relative errors)
+NON_NEGATIVE_UNITS = frozenset({"rmse", "rmse (target std units)", "rel"})
+#: a cell that reports that a run fitted in memory: 1 (or "X")
+RAN_UNITS = frozenset({"1 = ran, x = out of memory"})
+#: a percentage below this, in a cell whose paper value (or target) is at least this, is refused as a fraction
+#: written where a percentage belongs (0.1715 for 17.15 %): FAIL "implausible" vs the paper value
+PERCENT_FRACTION_LIMIT = 1.0
+
+
+def is_percent(unit: Any) -> bool:
+    """A unit in % (an accuracy or another percentage): '%', '% acc', ..."""
+    return isinstance(unit, str) and unit.strip().startswith("%")
+
+
+def unit_range(unit: Any) -> tuple[float, bool, float, bool, str] | None:
+    """The physical range of ``unit`` as (low, low included, high, high included, text), or None for a unit whose
+    values may be any real number (a delta, a logarithm, a rate that may be negative, an unknown unit)."""
+    if not isinstance(unit, str):
+        return None
+    u = unit.strip().lower()
+    if is_percent(u):
+        return 0.0, True, 100.0, True, "[0, 100]"
+    if u in POSITIVE_UNITS:
+        return 0.0, False, math.inf, False, "> 0"
+    if u in NON_NEGATIVE_UNITS:
+        return 0.0, True, math.inf, False, ">= 0"
+    if u in RAN_UNITS:
+        return 1.0, True, 1.0, True, "1 (it ran) or X"
+    return None
+
+
+def range_error(value: float, unit: Any) -> str | None:
+    """Why a finite measured ``value`` is outside the physical range of ``unit`` (None when inside or unknown)."""
+    rng = unit_range(unit)
+    if rng is None:
+        return None
+    lo, lo_in, hi, hi_in, text = rng
+    inside = (value >= lo if lo_in else value > lo) and (value <= hi if hi_in else value < hi)
+    return None if inside else f"outside the physical range of its unit ({unit}: {text})"
+
+
+def fraction_error(value: float, unit: Any, reference: Any) -> str | None:
+    """Why ``value`` in % is implausible as a percentage: below :data:`PERCENT_FRACTION_LIMIT` while the cell's
+    paper value (or target) ``reference`` is at least that -- a fraction written where a percentage belongs. A
+    cell without a paper value is judged as measured (a model can score 0.1 % where its check wants it low)."""
+    if not is_percent(unit) or value >= PERCENT_FRACTION_LIMIT:
+        return None
+    if not (_is_number(reference) and reference >= PERCENT_FRACTION_LIMIT):
+        return None
+    return (f"implausible: {value:g} {unit.strip()} against the paper's {reference:g} {unit.strip()}: a fraction "
+            f"written where a percentage belongs ({reference / 100:.4g} for {reference:g} %)? A value in % below "
+            f"{PERCENT_FRACTION_LIMIT:g} is refused where the paper's value is at least {PERCENT_FRACTION_LIMIT:g}")
 
 
 def _is_number(x: Any) -> bool:

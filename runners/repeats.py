@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compare import CellVerdict, judge, tier_runs
+from .compare import CellVerdict, judge_run, tier_runs
 from .textfmt import column_label, fmt
 
 
@@ -35,8 +35,10 @@ class Repeat:
 
 def repeated_cells(expected: dict, results: list[dict], tier: str, verdicts: list[CellVerdict]) -> list[Repeat]:
     """The claims (not context rows, not sanity checks) that two or more of ``results`` (newest first) selected and
-    measured, in the expected file's order, each with every run's value and verdict (the judged run first)."""
+    measured, in the expected file's order, each with every run's value and verdict (the judged run first). A run
+    that left the cell null with a declared reason did not measure it and is not listed."""
     runs, newest = tier_runs(expected, results, tier)
+    table = {(c["row"], c["column"]): c for c in expected["cells"]}
     judged = {(v.row, v.column): v for v in verdicts}
     out = []
     for cell in expected["cells"]:
@@ -45,10 +47,11 @@ def repeated_cells(expected: dict, results: list[dict], tier: str, verdicts: lis
         if v is None or v.role != "claim" or v.kind in ("context", "not_run") or v.result is None \
                 or v.verdict == "NOT-RUN":
             continue
-        found = [i for i, (measured, _, selected) in enumerate(runs) if key in selected and key in measured]
+        found = [i for i, run in enumerate(runs) if key in run.selected and key in run.measured
+                 and not run.declared_null(key)]
         if len(found) < 2:
             continue
-        rows = [(i, runs[i][0][key], judge(cell, tier, runs[i][0], runs[i][1], newest).verdict) for i in found]
+        rows = [(i, runs[i].measured[key], judge_run(cell, tier, runs[i], newest, table).verdict) for i in found]
         rows.sort(key=lambda r: r[0] != v.result)  # the judged run first, the others newest first
         out.append(Repeat(cell["row"], cell["column"], rows))
     return out
