@@ -229,6 +229,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     (``known_fail``), and on a ``known_fail`` cell that passes (a stale analysis); exit 2 on a results file that
     cannot be read."""
     failed = bad_file = False
+    errors: set[str] = set()  # a bad entry of a spec's folder that names no tier is reported once, not per tier
     tiers = [args.tier] if args.tier else list(TIERS)
     for spec in _specs(args.spec):
         expected = load_expected(expected_path(spec.id))
@@ -236,7 +237,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             try:
                 loaded = load_tier_results(spec.id, tier)
             except ResultsError as exc:
-                print(f"error: {exc}", file=sys.stderr)
+                if str(exc) not in errors:
+                    print(f"error: {exc}", file=sys.stderr)
+                    errors.add(str(exc))
                 bad_file = True
                 continue
             if not loaded:

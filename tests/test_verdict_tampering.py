@@ -698,3 +698,11 @@ def test_the_glance_on_a_toy_project(project: Path, capsys: pytest.CaptureFixtur
     assert "- trained partly on uncommitted code" in head and "r / c (1 of 2 training segments: from step 0 at " \
         "abcdef1 plus uncommitted changes)" in head
     assert "- FAIL at the smoke tier: 1 (1 claim): r / c 9 FAIL" in head
+
+
+def test_a_bad_entry_naming_no_tier_is_reported_once_by_check_of_every_tier(project: Path,
+                                                                           capsys: pytest.CaptureFixture) -> None:
+    write_result(project, {"c": 3.0, "d": 2.0})
+    bad = project / "results" / "toy" / "pipe"
+    os.mkfifo(bad)
+    assert_one_line_error(*cli(capsys, "check", "toy")[::2], str(bad.relative_to(project)), "FIFO")
