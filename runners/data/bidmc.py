@@ -27,13 +27,15 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.cache import cached, file_fingerprint
+from runners.data.base import DatasetError, TaskData, data_root, one_line
+from runners.data.cache import cached, content_fingerprint
 from runners.data.download import BIDMC_DIR, BIDMC_TARGETS, how_to_get
 from runners.data.mnist import train_val_indices
 
 BIDMC_LEN = 4000
 BIDMC_CHANNELS = 2
+MAX_TS_DIMENSIONS = 64
+MAX_TS_LENGTH = 1_000_000
 _REQUIRED_TAGS = ("@problemname", "@timestamps", "@univariate", "@targetlabel")
 
 
@@ -55,6 +57,7 @@ def read_ts_regression(path: Path, *, problem_name: Optional[str] = None
     xs: list[np.ndarray] = []
     ys: list[float] = []
     in_data = False
+    missing_allowed = False
     n_dims = length = None
     try:
         f = open(path, "r", encoding="latin-1")
@@ -86,6 +89,7 @@ def read_ts_regression(path: Path, *, problem_name: Optional[str] = None
                         n_dims = int(tags["@dimensions"])
                     if "@serieslength" in tags:
                         length = int(tags["@serieslength"])
+                    missing_allowed = tags.get("@missing", "false").lower() == "true"
                     in_data = True
                 elif key == "@classlabel" and value.lower() != "false":
                     raise bad("@classLabel true: a classification file, expected a regression file with "
@@ -94,8 +98,10 @@ def read_ts_regression(path: Path, *, problem_name: Optional[str] = None
                     if key in ("@timestamps", "@univariate", "@targetlabel", "@equallength", "@missing") \
                             and value.lower() not in ("true", "false"):
                         raise bad(f"{key} needs the value true or false, got {value!r}", line_no)
-                    if key in ("@dimensions", "@serieslength") and not value.isdigit():
-                        raise bad(f"{key} needs a positive integer, got {value!r}", line_no)
+                    if key in ("@dimensions", "@serieslength"):
+                        cap = MAX_TS_DIMENSIONS if key == "@dimensions" else MAX_TS_LENGTH
+                        if not (value.isascii() and value.isdigit() and 1 <= int(value) <= cap):
+                            raise bad(f"{key} needs an integer from 1 to {cap}, got {value[:40]!r}", line_no)
                     if key == "@problemname" and not value:
                         raise bad("@problemName needs a value", line_no)
                     tags[key] = value
@@ -103,13 +109,21 @@ def read_ts_regression(path: Path, *, problem_name: Optional[str] = None
             fields = line.split(":")
             if n_dims is None:
                 n_dims = len(fields) - 1
+                if not 1 <= n_dims <= MAX_TS_DIMENSIONS:
+                    raise bad(f"{n_dims} dimensions before the target; allowed: 1 to {MAX_TS_DIMENSIONS}", line_no)
             if len(fields) != n_dims + 1:
                 raise bad(f"{len(fields) - 1} dimensions before the target, expected {n_dims}", line_no)
             try:
                 dims = [np.array(fd.replace("?", "nan").split(","), dtype=np.float32) for fd in fields[:-1]]
                 target = float(fields[-1])
             except ValueError as exc:
-                raise bad(f"non-numeric value ({exc})", line_no) from exc
+                raise bad(f"non-numeric value ({one_line(exc, 80)})", line_no) from exc
+            if not math.isfinite(target):
+                raise bad(f"the target {fields[-1].strip()[:20]!r} is not a finite number; allowed: a finite "
+                          f"regression target", line_no)
+            if not missing_allowed and not all(np.isfinite(d).all() for d in dims):
+                raise bad("a series holds a missing or non-finite value ('?', nan or inf) but the header says "
+                          "@missing false", line_no)
             if length is None:
                 length = len(dims[0])
             if any(len(d) != length for d in dims):
@@ -167,8 +181,9 @@ def load_bidmc(data_dir: Optional[Path] = None, *, target: str = "SpO2", split: 
         return {"train_x": out["TRAIN"][0], "train_y": out["TRAIN"][1],
                 "test_x": out["TEST"][0], "test_y": out["TEST"][1]}
 
-    t = cached(root, f"bidmc-{target}", {"v": 1, "sources": file_fingerprint(list(files.values()))},
-               build, enabled=cache)
+    key = {"v": 1, "sources": [p.name for p in files.values()],
+           "content": content_fingerprint(list(files.values()), folder)}
+    t = cached(root, f"bidmc-{target}", key, build, enabled=cache)
     tr_x, tr_y, te_x, te_y = t["train_x"], t["train_y"], t["test_x"], t["test_y"]
     if split == "original":
         tr_idx, va_idx = train_val_indices(len(tr_y), val_fraction, split_seed)

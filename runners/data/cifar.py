@@ -12,11 +12,12 @@ format holds (runners/data/safe_pickle.py), so a crafted file is refused instead
 from __future__ import annotations
 
 import pickle
+import struct
 from pathlib import Path
 
 import numpy as np
 
-from runners.data.base import DatasetError
+from runners.data.base import DatasetError, one_line
 from runners.data.safe_pickle import load_pickle
 
 CIFAR10_DIRNAME = "cifar-10-batches-py"
@@ -38,25 +39,37 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         obj = load_pickle(path, encoding="bytes")
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
-            KeyError, MemoryError) as exc:
+            KeyError, MemoryError, RecursionError, struct.error, UnicodeDecodeError) as exc:
         raise DatasetError(f"CIFAR-10: cannot read the python batch {path}: {type(exc).__name__}: "
-                           f"{' '.join(str(exc).split())}. {HOW_TO_GET}") from exc
+                           f"{one_line(exc)}. {HOW_TO_GET}") from exc
     if not isinstance(obj, dict) or b"data" not in obj or b"labels" not in obj:
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         raise DatasetError(f"CIFAR-10: {path} is not a CIFAR-10 python batch (expected a dict with keys "
                            f"b'data' and b'labels'; found {keys}). {HOW_TO_GET}")
-    data = np.asarray(obj[b"data"])
-    labels = np.asarray(obj[b"labels"])
-    n = data.shape[0] if data.ndim >= 1 else 0
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise DatasetError(f"CIFAR-10: {path}: b'data' must be uint8 of shape (n, 3072); found "
-                           f"{data.dtype} {data.shape}. {HOW_TO_GET}")
-    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer) \
-            or (n and (labels.min() < 0 or labels.max() > 9)):
-        raise DatasetError(f"CIFAR-10: {path}: b'labels' must be {n} integers in 0..9; found "
-                           f"{labels.dtype} {labels.shape}. {HOW_TO_GET}")
-    images = data.reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)  # (n, 32, 32, 3)
-    return np.ascontiguousarray(images), labels.astype(np.int64)
+    data = obj[b"data"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        found = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise DatasetError(f"CIFAR-10: {path}: b'data' must be a uint8 array of shape (n, 3072); found "
+                           f"{found}. {HOW_TO_GET}")
+    labels = check_labels(obj[b"labels"], data.shape[0], path)
+    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)  # (n, 32, 32, 3)
+    return np.ascontiguousarray(images), labels
+
+
+def check_labels(labels: object, n: int, path: Path) -> np.ndarray:
+    """The one check of CIFAR-10 labels: a list (as published) or integer array of ``n`` ints in 0..9 -> int64 (n,).
+    Floats (3.7), booleans, negative or out-of-range values raise DatasetError naming the file."""
+    if isinstance(labels, (list, tuple)):
+        bad = next((v for v in labels if type(v) is not int or not 0 <= v <= 9), None)  # noqa: E721 -- not bool
+        if bad is not None or len(labels) != n:
+            what = f"the value {one_line(repr(bad), 40)}" if bad is not None else f"{len(labels)} labels"
+            raise DatasetError(f"CIFAR-10: {path}: b'labels' must be {n} integers in 0..9; found {what}. {HOW_TO_GET}")
+        return np.asarray(labels, dtype=np.int64)
+    if isinstance(labels, np.ndarray) and np.issubdtype(labels.dtype, np.integer) and labels.shape == (n,) \
+            and (n == 0 or (labels.min() >= 0 and labels.max() <= 9)):
+        return labels.astype(np.int64)
+    found = f"{labels.dtype} {labels.shape}" if isinstance(labels, np.ndarray) else type(labels).__name__
+    raise DatasetError(f"CIFAR-10: {path}: b'labels' must be {n} integers in 0..9; found {found}. {HOW_TO_GET}")
 
 
 def load_cifar10(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:

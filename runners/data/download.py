@@ -151,14 +151,38 @@ def _file_digest(path: Path, algorithm: str) -> str:
     return h.hexdigest()
 
 
-def _fetch(res: Resource, root: Path, log: Callable[[str], None]) -> None:
-    """Download one resource (temp file + os.replace), verify it, extract it if an archive."""
+class DownloadError(RuntimeError):
+    """A dataset could not be fetched (no network, a refused URL): the message says what to fetch and where."""
+
+
+def where_to_put(res: Resource, root: Path) -> str:
+    """'URL -> where its file goes (extracted or as is)', for the message of an offline machine."""
     target = root / res.target
-    target.mkdir(parents=True, exist_ok=True)
+    if res.extract:
+        return f"{res.url} (extract it into {target})"
+    return f"{res.url} (save it as {target / res.filename})"
+
+
+def _fetch(res: Resource, root: Path, log: Callable[[str], None]) -> None:
+    """Download one resource (temp file + os.replace), verify it, extract it if an archive.
+
+    The target folder is made only once the server answers: an offline machine gets a DownloadError saying what
+    to fetch and where to put it, and no new (empty) folder."""
+    target = root / res.target
     log(f"downloading {res.url}")
     dest = target / res.filename
+    try:
+        response = urllib.request.urlopen(res.url)  # noqa: S310
+    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts and socket errors are OSErrors
+        reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
+        err = DownloadError(f"cannot download {res.url}: {reason}. On a machine with internet access, fetch "
+                            f"{where_to_put(res, root)}, or run `python -m runners.data.download` there and copy "
+                            f"the data directory.")
+        err.brief = f"cannot download {res.url}: {reason}."
+        raise err from exc
+    target.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest, suffix=".part") as tmp:
-        with urllib.request.urlopen(res.url) as response, open(tmp, "wb") as out:  # noqa: S310
+        with response, open(tmp, "wb") as out:
             size = (getattr(response, "headers", None) or {}).get("Content-Length")  # for the estimate
             with progress_bar(int(size) if size and size.isdigit() else None, res.filename, "B", unit_scale=True,
                               unit_divisor=1024) as bar:
@@ -207,7 +231,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     root = data_root(args.data)
     for name in dict.fromkeys(args.datasets):  # keep order, drop repeats
-        download(name, root, force=args.force)
+        try:
+            download(name, root, force=args.force)
+        except DownloadError as exc:
+            wanted = "; ".join(where_to_put(r, root) for r in RESOURCES[name])
+            print(f"error: {name}: {getattr(exc, 'brief', exc)} On a machine with internet access, fetch {wanted} "
+                  f"(or run `python -m runners.data.download {name} --data DIR` there and copy DIR here).",
+                  file=sys.stderr)
+            return 1
+        except (RuntimeError, OSError, tarfile.TarError) as exc:
+            print(f"error: {name}: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -13,7 +13,9 @@ generator=torch.Generator().manual_seed(42))``. The official 10 000 test images 
 from __future__ import annotations
 
 import gzip
+import math
 import struct
+import zlib
 from pathlib import Path
 from typing import Optional
 
@@ -21,8 +23,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.cache import cached, file_fingerprint
+from runners.data.base import DatasetError, TaskData, data_root, one_line
+from runners.data.cache import cached, content_fingerprint
 from runners.data.download import MNIST_DIR, MNIST_FILES, how_to_get
 
 MNIST_LEN = 784
@@ -30,29 +32,48 @@ _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dt
                0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 
 
-def read_idx(path: Path) -> np.ndarray:
+#: the largest IDX payload read (MNIST's train-images: 47 040 000 bytes); a header asking for more is refused
+MAX_IDX_BYTES = 1 << 27
+MAX_IDX_DIMS = 4
+
+
+def read_idx(path: Path, max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
     """Parse one IDX file (LeCun's format: 2 zero bytes, dtype code, ndim, big-endian uint32
-    dims, then the data); ``.gz`` files are decompressed. Raises DatasetError on a malformed or
-    truncated file, naming it."""
+    dims, then the data); ``.gz`` files are decompressed as they are read, never beyond what the header
+    announces (at most ``max_bytes``). Raises DatasetError naming the file on a malformed, truncated, oversized
+    or over-long file."""
     path = Path(path)
+    hint = how_to_get("mnist")
+
+    def bad(msg: str) -> DatasetError:
+        return DatasetError(f"MNIST: IDX file {path} {msg}. {hint}")
+
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise DatasetError(f"MNIST: cannot read IDX file {path}: {exc}. {how_to_get('mnist')}") from exc
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise DatasetError(f"MNIST: {path} is not an IDX file (bad magic number "
-                           f"{raw[:4].hex() or 'empty'}). {how_to_get('mnist')}")
-    dtype, ndim = np.dtype(_IDX_DTYPES[raw[2]]), raw[3]
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise DatasetError(f"MNIST: IDX file {path} is truncated inside its header. {how_to_get('mnist')}")
-    dims = struct.unpack(f">{ndim}I", raw[4:header])
-    n_bytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    if len(raw) - header != n_bytes:
-        raise DatasetError(
-            f"MNIST: IDX file {path} holds {len(raw) - header} data bytes but its header "
-            f"{tuple(dims)} says {n_bytes} (truncated or corrupt). {how_to_get('mnist')}")
-    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims).copy()  # writable
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            magic = f.read(4)
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES:
+                raise bad(f"is not an IDX file (bad magic number {magic.hex() or 'empty'}; allowed: 00 00, a type code "
+                          f"in {sorted(hex(k) for k in _IDX_DTYPES)}, ndim)")
+            dtype, ndim = np.dtype(_IDX_DTYPES[magic[2]]), magic[3]
+            if not 1 <= ndim <= MAX_IDX_DIMS:
+                raise bad(f"has {ndim} dimensions in its header; allowed: 1 to {MAX_IDX_DIMS}")
+            head = f.read(4 * ndim)
+            if len(head) < 4 * ndim:
+                raise bad("is truncated inside its header")
+            dims = struct.unpack(f">{ndim}I", head)
+            n_bytes = math.prod(dims) * dtype.itemsize  # Python ints: no overflow
+            if n_bytes > max_bytes:
+                raise bad(f"has header dims {tuple(dims)} of {dtype}, {n_bytes} bytes; allowed: at most {max_bytes}")
+            raw = f.read(n_bytes)
+            if len(raw) != n_bytes:
+                raise bad(f"holds {len(raw)} data bytes but its header {tuple(dims)} says {n_bytes} (truncated)")
+            if f.read(1):
+                raise bad(f"holds more data than its header {tuple(dims)} says ({n_bytes} bytes)")
+    except DatasetError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise bad(f"cannot be read ({type(exc).__name__}: {one_line(exc)})") from exc
+    return np.frombuffer(raw, dtype=dtype).reshape(dims).copy()  # writable
 
 
 def _find(folder: Path, name: str) -> Optional[Path]:
@@ -63,16 +84,24 @@ def _find(folder: Path, name: str) -> Optional[Path]:
 
 
 def _read_split(folder: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
-    images = read_idx(_find(folder, f"{prefix}-images-idx3-ubyte"))
-    labels = read_idx(_find(folder, f"{prefix}-labels-idx1-ubyte"))
+    image_file = _find(folder, f"{prefix}-images-idx3-ubyte")
+    label_file = _find(folder, f"{prefix}-labels-idx1-ubyte")
+    images, labels = read_idx(image_file), read_idx(label_file)
     if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
-        raise DatasetError(f"MNIST: {folder}/{prefix}-images-idx3-ubyte holds {images.dtype} of shape "
+        raise DatasetError(f"MNIST: {image_file} holds {images.dtype} of shape "
                            f"{images.shape}, expected uint8 (n, 28, 28). {how_to_get('mnist')}")
-    if labels.ndim != 1 or len(labels) != len(images) or labels.max(initial=0) > 9:
-        raise DatasetError(f"MNIST: {folder}/{prefix}-labels-idx1-ubyte holds labels of shape {labels.shape} "
-                           f"(max {labels.max(initial=0)}) for {len(images)} images; expected one digit 0-9 per "
-                           f"image. {how_to_get('mnist')}")
+    check_labels(labels, len(images), str(label_file))
     return images, labels
+
+
+def check_labels(labels: np.ndarray, n: int, where: str) -> None:
+    """The one check of MNIST labels: integers (IDX type code 0x08, uint8) 0..9, one per image."""
+    if labels.ndim != 1 or len(labels) != n or not np.issubdtype(labels.dtype, np.integer):
+        raise DatasetError(f"MNIST: {where} holds {labels.dtype} labels of shape {labels.shape} for {n} images; "
+                           f"allowed: one integer digit 0-9 per image. {how_to_get('mnist')}")
+    if n and (labels.min() < 0 or labels.max() > 9):
+        raise DatasetError(f"MNIST: {where} holds labels from {labels.min()} to {labels.max()}; allowed: digits "
+                           f"0-9. {how_to_get('mnist')}")
 
 
 class PixelSequenceDataset(Dataset):
@@ -132,7 +161,8 @@ def load_mnist(data_dir: Optional[Path] = None, *, permute: bool = False, perm_s
                 "test_x": torch.from_numpy(te_x.reshape(len(te_x), -1)),
                 "test_y": torch.from_numpy(te_y.astype(np.int64))}
 
-    t = cached(root, "mnist", {"v": 1, "sources": file_fingerprint(sources)}, build, enabled=cache)
+    key = {"v": 1, "sources": [p.name for p in sources], "content": content_fingerprint(sources, folder)}
+    t = cached(root, "mnist", key, build, enabled=cache)
     tr_idx, va_idx = train_val_indices(len(t["train_y"]), val_fraction, split_seed)
     perm = mnist_permutation(perm_seed) if permute else None
     make = lambda x, y: PixelSequenceDataset(x, y, perm)  # noqa: E731

@@ -21,7 +21,7 @@ from torch.utils.data import Dataset
 
 from runners.data.base import TaskData, data_root
 from runners.data.cifar import TEST_BATCHES, TRAIN_BATCHES, cifar10_dir, load_cifar10
-from runners.data.cache import cached, file_fingerprint
+from runners.data.cache import cached, content_fingerprint
 from runners.data.mnist import train_val_indices
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -86,7 +86,8 @@ def load_scifar(data_dir: Optional[Path] = None, *, augment: bool = False, val_f
     if cache:  # the fingerprint needs the files; load_cifar10 raises the DatasetError when they are missing
         names = TRAIN_BATCHES + TEST_BATCHES
         present = all((folder / n).is_file() for n in names)
-        key = {"v": 1, "sources": file_fingerprint([folder / n for n in names]) if present else None}
+        key = {"v": 1, "sources": list(names),
+               "content": content_fingerprint([folder / n for n in names], folder) if present else None}
         t = cached(root, "cifar10", key, build, enabled=present)
     else:
         t = build()

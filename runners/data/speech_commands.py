@@ -25,6 +25,7 @@ loaders normalise each time step separately; here one mean/std for the single ch
 """
 from __future__ import annotations
 
+import struct
 import wave
 from pathlib import Path
 from typing import Optional
@@ -33,8 +34,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.cache import cached, file_fingerprint
+from runners.data.base import DatasetError, InsideFolder, TaskData, data_root, one_line
+from runners.data.cache import cached, content_fingerprint
 from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get)
 from runners.data.mfcc import S4_MFCC, mfcc
 from runners.data.progress import progress_bar
@@ -53,27 +54,60 @@ def mfcc_features(waves: np.ndarray) -> np.ndarray:
 
 
 def read_wav(path: Path) -> np.ndarray:
-    """16-bit mono 16 kHz PCM WAV -> int16 samples (n,). DatasetError naming the file otherwise."""
+    """16-bit mono 16 kHz PCM WAV -> int16 samples (n,), n <= 16000. DatasetError naming the file otherwise: a
+    wrong format, a header announcing more than a 1-second clip (checked before reading the frames) or more frames
+    than the file holds (truncated)."""
+    hint = how_to_get("speech_commands")
     try:
         with wave.open(str(path), "rb") as w:
             fmt = (w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getcomptype())
-            frames = w.readframes(w.getnframes())
-    except (wave.Error, EOFError, OSError) as exc:
-        raise DatasetError(f"Speech Commands: cannot read WAV file {path}: {exc}. "
-                           f"{how_to_get('speech_commands')}") from exc
-    if fmt != (1, 2, SAMPLE_RATE, "NONE"):
-        raise DatasetError(f"Speech Commands: {path} is (channels, bytes/sample, rate, compression) = {fmt}, "
-                           f"expected (1, 2, {SAMPLE_RATE}, 'NONE'). {how_to_get('speech_commands')}")
-    x = np.frombuffer(frames, dtype="<i2")
-    if len(x) > CLIP_LEN:
-        raise DatasetError(f"Speech Commands: {path} has {len(x)} samples, more than the {CLIP_LEN} of a "
-                           f"1-second clip. {how_to_get('speech_commands')}")
-    return x
+            if fmt != (1, 2, SAMPLE_RATE, "NONE"):
+                raise DatasetError(f"Speech Commands: {path} is (channels, bytes/sample, rate, compression) = {fmt}, "
+                                   f"expected (1, 2, {SAMPLE_RATE}, 'NONE'). {hint}")
+            n = w.getnframes()
+            if n > CLIP_LEN:
+                raise DatasetError(f"Speech Commands: {path} has {n} samples, more than the {CLIP_LEN} of a "
+                                   f"1-second clip. {hint}")
+            frames = w.readframes(n)
+    except DatasetError:
+        raise
+    except (wave.Error, EOFError, OSError, struct.error, ValueError) as exc:
+        raise DatasetError(f"Speech Commands: cannot read WAV file {path}: {type(exc).__name__}: {one_line(exc)}. "
+                           f"{hint}") from exc
+    if len(frames) != 2 * n:
+        raise DatasetError(f"Speech Commands: WAV file {path} is truncated: its header says {n} samples "
+                           f"({2 * n} bytes), the file holds {len(frames)} bytes of them. {hint}")
+    return np.frombuffer(frames, dtype="<i2")
 
 
-def _read_list(path: Path) -> set[str]:
-    with open(path, "r", encoding="utf-8") as f:
-        return {ln.strip() for ln in f if ln.strip()}
+def read_list(path: Path, folder: Path) -> set[str]:
+    """The entries of validation_list.txt / testing_list.txt: 'word/name.wav' with a known word, each a path that
+    stays inside ``folder``. DatasetError naming the file (and line) for non-UTF-8 text, an unknown word, another
+    suffix, or a path that is absolute or leaves the folder."""
+    hint = how_to_get("speech_commands")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise DatasetError(f"Speech Commands: {path} line {line} is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                           f"at offset {exc.start}); allowed: UTF-8 lines 'word/name.wav'. {hint}") from None
+    except OSError as exc:
+        raise DatasetError(f"Speech Commands: cannot read {path}: {one_line(exc)}. {hint}") from exc
+    guard = InsideFolder(folder, "Speech Commands", hint)
+    known = set(SPEECH_COMMANDS_WORDS)
+    out = set()
+    for n, raw in enumerate(text.splitlines(), start=1):
+        entry = raw.strip()
+        if not entry:
+            continue
+        guard(entry, path, n)
+        word, _, name = entry.partition("/")
+        if word not in known or not name or "/" in name or not name.lower().endswith(".wav"):
+            raise DatasetError(f"Speech Commands: {path} line {n} names {one_line(repr(entry), 120)}; allowed: "
+                               f"'word/name.wav' with word one of the 35 words of v0.02 ({', '.join(sorted(known))}). "
+                               f"{hint}")
+        out.add(entry)
+    return out
 
 
 def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[str, int]]]:
@@ -89,7 +123,8 @@ def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[st
     if missing:
         raise DatasetError(f"Speech Commands: the directory {folder} does not hold the v0.02 layout; "
                            f"missing: {', '.join(missing)}. {how_to_get('speech_commands')}")
-    val_list, test_list = (_read_list(folder / n) for n in LIST_FILES)
+    val_list, test_list = (read_list(folder / n, folder) for n in LIST_FILES)
+    guard = InsideFolder(folder, "Speech Commands", how_to_get("speech_commands"))
     splits: dict[str, list[tuple[str, int]]] = {"train": [], "val": [], "test": []}
     seen = set()
     for label, word in enumerate(words):
@@ -99,6 +134,7 @@ def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[st
                                f"{how_to_get('speech_commands')}")
         for name in names:
             rel = f"{word}/{name}"
+            guard(rel, folder / word)  # a linked .wav must not lead outside the folder
             seen.add(rel)
             split = "val" if rel in val_list else "test" if rel in test_list else "train"
             splits[split].append((rel, label))
@@ -148,9 +184,10 @@ def load_speech_commands(data_dir: Optional[Path] = None, *, subset: str = "sc10
     folder = root / SPEECH_COMMANDS_DIR
     words = SC10_WORDS if subset == "sc10" else SPEECH_COMMANDS_WORDS
     splits = scan_splits(folder, words)
+    read = [folder / n for n in LIST_FILES] + [folder / rel for items in splits.values() for rel, _ in items]
     key = {"v": 2 if features == "mfcc" else 1, "subset": subset, "features": features,
-           "sources": file_fingerprint([folder / n for n in LIST_FILES]),
-           "files": {k: len(v) for k, v in splits.items()}}
+           "files": {k: len(v) for k, v in splits.items()},
+           "content": content_fingerprint(read, folder)}  # the list files and every clip read, by their bytes
 
     def build() -> dict:
         out: dict = {}

@@ -16,7 +16,7 @@ import torch
 
 from runners.data.base import DatasetError, TaskData, data_root
 from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS, LISTOPS_SPLIT_FILES, LRA_URL
-from runners.data.cache import cached, file_fingerprint
+from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (EOS_ID, N_SPECIAL, PadCollate, TokenDataset, find_task_dir, pack)
 
 SPLIT_FILES = LISTOPS_SPLIT_FILES
@@ -103,7 +103,8 @@ def load_listops(root: Optional[Path] = None, *, max_len: int = 2048, append_eos
         raise DatasetError(f"ListOps: {folder} lacks {', '.join(missing)} (expected basic_train.tsv, "
                            f"basic_val.tsv, basic_test.tsv). {HOW_TO_GET}")
     files = [folder / n for n in SPLIT_FILES.values()]
-    params = {"max_len": max_len, "append_eos": append_eos, "sources": file_fingerprint(files)}
+    params = {"max_len": max_len, "append_eos": append_eos, "sources": [f.name for f in files],
+              "content": content_fingerprint(files, folder)}
     data = cached(root, "listops", params, lambda: _build(folder, max_len, append_eos), enabled=use_cache)
     splits = {k: TokenDataset(v["flat"], v["offsets"], v["labels"]) for k, v in data.items()}
     return TaskData(

@@ -14,6 +14,8 @@ Path-X is Pathfinder at 128 x 128 (sequence length 16384).
 """
 from __future__ import annotations
 
+import struct
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
@@ -23,13 +25,14 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from runners.data.base import DatasetError, TaskData, data_root
+from runners.data.base import DatasetError, InsideFolder, TaskData, data_root, one_line
 from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
-from runners.data.cache import cached, file_fingerprint
+from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (ImageSequenceDataset, find_task_dir, stack_collate)
 
 RESOLUTIONS = (32, 64, 128, 256)
 DIFFICULTY = PATHFINDER_DIFFICULTY
+GRAY_MODES = ("L", "LA", "1")  # PIL modes of a grayscale PNG (8-bit, with alpha, 1-bit); read as L like the S4 code
 
 
 def how_to_get(resolution: int) -> str:
@@ -55,13 +58,22 @@ def metadata_files(folder: Path, resolution: int) -> list[Path]:
     return sorted(files, key=lambda f: int(f.stem))
 
 
-def read_metadata(path: Path, folder: Path, resolution: int) -> list[tuple[Path, int]]:
-    """(image path, label) of each line of one metadata file."""
+def read_metadata(path: Path, folder: Path, resolution: int,
+                  guard: Optional[InsideFolder] = None) -> list[tuple[Path, int]]:
+    """(image path, label) of each line of one metadata file. DatasetError naming the file and line for text that
+    is not UTF-8, a line of fewer than 4 fields, a label other than 0/1, or an image path that is absolute or leaves
+    ``folder`` (``imgs/<k> sample_<i>.png`` only: plain names, no '..')."""
+    hint = how_to_get(resolution)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"Pathfinder-{resolution}: cannot read {path} as text ({exc}); the release's metadata/"
-                           f"*.npy are text files of space-separated fields. {how_to_get(resolution)}") from exc
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise DatasetError(f"Pathfinder-{resolution}: {path} line {line} is not UTF-8 text (byte "
+                           f"{exc.object[exc.start]:#04x}); the release's metadata/*.npy are text files of "
+                           f"space-separated fields. {hint}") from None
+    except OSError as exc:
+        raise DatasetError(f"Pathfinder-{resolution}: cannot read {path}: {one_line(exc)}. {hint}") from exc
+    guard = guard or InsideFolder(folder, f"Pathfinder-{resolution}", hint)
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
@@ -69,34 +81,56 @@ def read_metadata(path: Path, folder: Path, resolution: int) -> list[tuple[Path,
             continue
         if len(fields) < 4 or fields[3] not in ("0", "1"):
             raise DatasetError(f"Pathfinder-{resolution}: {path} line {n}: expected 'imgs/<k> sample_<i>.png <i> "
-                               f"<label 0|1> ...'; found {line[:80]!r}. {how_to_get(resolution)}")
-        out.append((folder / fields[0] / fields[1], int(fields[3])))
+                               f"<label 0|1> ...'; found {one_line(repr(line), 80)}. {hint}")
+        out.append((guard(f"{fields[0]}/{fields[1]}", path, n), int(fields[3])))
     return out
 
 
 def _decode(path: Path, resolution: int) -> Optional[np.ndarray]:
-    """uint8 (R, R) grayscale image, or None for an empty file (skipped, as LRA does)."""
+    """uint8 (R, R) grayscale image, or None for an empty file (skipped, as LRA does).
+
+    The PNG header is checked before any pixel is decoded: it must say PNG, R x R, grayscale (mode L; LA and 1 are
+    converted to L), so a decompression bomb or an image of another size is refused without allocating it. PIL's
+    own refusals (huge text chunks, bombs, truncated data) become one-line DatasetErrors naming the file."""
+    hint = how_to_get(resolution)
     try:
         if path.stat().st_size == 0:
             return None
-        with Image.open(path) as im:
-            arr = np.asarray(im.convert("L"))
+        with Image.open(path, formats=("PNG",)) as im:
+            if im.size != (resolution, resolution) or im.mode not in GRAY_MODES:
+                raise DatasetError(f"Pathfinder-{resolution}: {path} is a {im.size[0]}x{im.size[1]} {im.mode} image; "
+                                   f"allowed: {resolution}x{resolution} mode L (8-bit grayscale; also LA or 1). {hint}")
+            arr = np.asarray(im if im.mode == "L" else im.convert("L"))
+    except DatasetError:
+        raise
     except FileNotFoundError:
         raise DatasetError(f"Pathfinder-{resolution}: the metadata lists {path}, which does not exist. "
-                           f"{how_to_get(resolution)}") from None
-    except OSError as exc:
-        raise DatasetError(f"Pathfinder-{resolution}: cannot decode {path}: {exc}. {how_to_get(resolution)}") from exc
-    if arr.shape != (resolution, resolution):
-        raise DatasetError(f"Pathfinder-{resolution}: {path} is {arr.shape[1]}x{arr.shape[0]}, expected "
-                           f"{resolution}x{resolution}. {how_to_get(resolution)}")
+                           f"{hint}") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # refused from the header alone
+        raise DatasetError(f"Pathfinder-{resolution}: {path} declares an image too large to decode ({one_line(exc)}); "
+                           f"allowed: {resolution}x{resolution} mode L (8-bit grayscale). {hint}") from None
+    except (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, MemoryError) as exc:
+        raise DatasetError(f"Pathfinder-{resolution}: cannot decode {path}: {type(exc).__name__}: {one_line(exc)}. "
+                           f"{hint}") from exc
+    if arr.shape != (resolution, resolution) or arr.dtype != np.uint8:
+        raise DatasetError(f"Pathfinder-{resolution}: {path} decodes to {arr.dtype} {arr.shape}, expected uint8 "
+                           f"{resolution}x{resolution}. {hint}")
     return arr
 
 
-def _build(folder: Path, resolution: int, files: list[Path], workers: int) -> dict:
-    samples = [s for f in files for s in read_metadata(f, folder, resolution)]
+def read_samples(folder: Path, resolution: int, files: list[Path]) -> list[tuple[Path, int]]:
+    """(image path, label) of every metadata line, in file then line order (paths checked to stay in ``folder``)."""
+    guard = InsideFolder(folder, f"Pathfinder-{resolution}", how_to_get(resolution))
+    samples = [s for f in files for s in read_metadata(f, folder, resolution, guard)]
     if not samples:
         raise DatasetError(f"Pathfinder-{resolution}: the metadata files in {folder / 'metadata'} list no "
                            f"images. {how_to_get(resolution)}")
+    return samples
+
+
+def _build(folder: Path, resolution: int, files: list[Path], workers: int,
+           samples: Optional[list[tuple[Path, int]]] = None) -> dict:
+    samples = samples if samples is not None else read_samples(folder, resolution, files)
     images = np.zeros((len(samples), resolution, resolution), dtype=np.uint8)  # (N, R, R)
     keep = np.ones(len(samples), dtype=bool)
 
@@ -144,9 +178,12 @@ def load_pathfinder(root: Optional[Path] = None, *, resolution: int = 32, split_
     root = data_root(root)
     folder = pathfinder_dir(root, resolution)
     files = metadata_files(folder, resolution)
-    params = {"resolution": resolution, "sources": file_fingerprint(files)}
-    data = cached(root, f"pathfinder{resolution}", params, lambda: _build(folder, resolution, files, workers),
-                  enabled=use_cache)
+    samples = read_samples(folder, resolution, files)
+    params = {"resolution": resolution, "sources": [f.name for f in files]}
+    if use_cache:  # the metadata and every image it lists, by their bytes: an edited image is never served stale
+        params["content"] = content_fingerprint(files + sorted({p for p, _ in samples if p.is_file()}), folder)
+    data = cached(root, f"pathfinder{resolution}", params,
+                  lambda: _build(folder, resolution, files, workers, samples), enabled=use_cache)
     images, labels = data["images"], data["labels"]
     tr, va, te = split_80_10_10(labels.numel(), split_seed, val_fraction, test_fraction)
     shift, scale = (127.5, 127.5) if normalize else (0.0, 255.0)

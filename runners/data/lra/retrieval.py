@@ -16,7 +16,7 @@ import torch
 
 from runners.data.base import DatasetError, TaskData, data_root
 from runners.data.lra.layout import LRA_URL
-from runners.data.cache import cached, file_fingerprint
+from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, PairTokenDataset, TokenDataset, find_task_dir, pack, truncate_bytes)
 
 AAN_DIRNAME = "tsv_data"
@@ -74,7 +74,8 @@ def load_aan(root: Optional[Path] = None, *, max_len: int = 4000, append_eos: bo
         raise DatasetError(f"Retrieval: {folder} lacks {', '.join(missing)} (expected "
                            f"new_aan_pairs.{{train,eval,test}}.tsv). {HOW_TO_GET}")
     files = [folder / n for n in SPLIT_FILES.values()]
-    params = {"max_len": max_len, "append_eos": append_eos, "sources": file_fingerprint(files)}
+    params = {"max_len": max_len, "append_eos": append_eos, "sources": [f.name for f in files],
+              "content": content_fingerprint(files, folder)}
     data = cached(root, "aan", params,
                   lambda: {k: read_aan_tsv(folder / n, max_len, append_eos) for k, n in SPLIT_FILES.items()},
                   enabled=use_cache)

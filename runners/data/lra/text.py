@@ -14,8 +14,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from runners.data.base import DatasetError, TaskData, data_root
-from runners.data.cache import cached, file_fingerprint
+from runners.data.base import DatasetError, InsideFolder, TaskData, data_root
+from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, TokenDataset, pack, truncate_bytes)
 
 IMDB_DIRNAME = "aclImdb"
@@ -25,9 +25,13 @@ HOW_TO_GET = ("Get aclImdb_v1.tar.gz from https://ai.stanford.edu/~amaas/data/se
 
 
 def _review_files(folder: Path) -> list[Path]:
+    """The *.txt files of one class folder, sorted by name; one that links outside aclImdb/ is refused."""
     with os.scandir(folder) as it:
         names = sorted(e.name for e in it if e.name.endswith(".txt") and e.is_file())
-    return [folder / n for n in names]
+    base = folder.parent.parent  # <root>/aclImdb
+    guard = InsideFolder(base, "IMDB", HOW_TO_GET)
+    rel = folder.relative_to(base).as_posix()
+    return [guard(f"{rel}/{n}", folder) for n in names]
 
 
 def _build(base: Path, max_len: int, append_eos: bool) -> dict:
@@ -56,12 +60,13 @@ def load_imdb(root: Optional[Path] = None, *, max_len: int = 4096, append_eos: b
     if bad:
         raise DatasetError(f"IMDB: the data directory {root} lacks the Stanford layout "
                            f"aclImdb/{{train,test}}/{{pos,neg}}/*.txt; missing folders: {', '.join(bad)}. {HOW_TO_GET}")
-    counts = [len(_review_files(f)) for f in folders]
+    reviews = [_review_files(f) for f in folders]
+    counts = [len(r) for r in reviews]
     empty = [str(f) for f, c in zip(folders, counts) if c == 0]
     if empty:
         raise DatasetError(f"IMDB: no *.txt reviews in {', '.join(empty)}. {HOW_TO_GET}")
     params = {"max_len": max_len, "append_eos": append_eos,
-              "sources": file_fingerprint(folders), "counts": counts}
+              "counts": counts, "content": content_fingerprint([p for r in reviews for p in r], base)}
     data = cached(root, "imdb", params, lambda: _build(base, max_len, append_eos), enabled=use_cache)
     train, test = (TokenDataset(data[s]["flat"], data[s]["offsets"], data[s]["labels"], add=N_SPECIAL,
                                 append_eos=append_eos) for s in ("train", "test"))
