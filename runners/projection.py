@@ -15,10 +15,11 @@ the key.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
+
+from .result_files import read_json_file
 
 STEP_RATES = "step-rates"  # folder under the results root
 _KEYS = {"spec_id": str, "tier": str, "row": str, "task": str, "batch": int, "n_train": int,
@@ -56,13 +57,9 @@ def load_step_rates(results_root: Path) -> list[tuple[Path, dict]]:
         return []
     records = []
     for path in sorted(folder.glob("*.json")):
-        if path.is_symlink() or not path.is_file():
-            raise StepRateError(f"{path}: not a regular file (a step-rate record is a plain JSON file)")
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StepRateError(f"{path}: not a JSON file: {exc}") from None
-        records.append((path, _check(path, doc)))
+        # the results files' reader: regular files only (a link or a FIFO is refused unopened), UTF-8 JSON, no key
+        # given twice
+        records.append((path, _check(path, read_json_file(path, StepRateError))))
     return sorted(records, key=lambda pr: pr[1]["recorded"])
 
 

@@ -69,11 +69,16 @@ def test_a_record_that_is_not_a_plain_json_file_is_refused(tmp_path, capsys):
     target = _record(tmp_path, "real.json", 30.0, "2026-11-27T12:00:00+00:00")
     (tmp_path / STEP_RATES / "link.json").symlink_to(target)
     assert main(["run", "s4d-table-6", "--tier", "full", "--dry-run", "--output", str(tmp_path)]) == 2
-    assert "link.json: not a regular file" in capsys.readouterr().err
+    assert "link.json: is a symlink" in capsys.readouterr().err
     (tmp_path / STEP_RATES / "link.json").unlink()
+    (tmp_path / STEP_RATES / "twice.json").write_text('{"spec_id": "a", "spec_id": "b"}')
+    assert main(["run", "s4d-table-6", "--tier", "full", "--dry-run", "--output", str(tmp_path)]) == 2
+    assert "twice.json" in capsys.readouterr().err
+    (tmp_path / STEP_RATES / "twice.json").unlink()
     (tmp_path / STEP_RATES / "broken.json").write_bytes(b"{\xff")
     assert main(["run", "s4d-table-6", "--tier", "full", "--dry-run", "--output", str(tmp_path)]) == 2
-    assert "broken.json: not a JSON file" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "broken.json" in err
 
 
 def test_the_report_table_puts_the_measured_hours_beside_the_projection(tmp_path):
