@@ -6,6 +6,10 @@
     compare   two results files of one spec side by side; exit 1 when a cell regressed
     list      the specs, their runners and which tiers have results
     validate  every spec and expected file
+
+Bad input is one line naming the file and key (exit 2); so is anything unexpected that escapes, naming the command
+(``--debug`` anywhere on the command line shows its traceback instead). Ctrl-C stops with "interrupted; the same
+command resumes" (exit 130).
 """
 from __future__ import annotations
 
@@ -384,15 +388,34 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     return parser
 
 
+#: exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line. ``--debug`` anywhere in it: an unexpected error shows its traceback instead of one line."""
     invoked = Path(sys.argv[0]).name
-    args = build_parser("ssm-repro" if invoked == "ssm-repro" else "python -m runners").parse_args(argv)
+    prog = "ssm-repro" if invoked == "ssm-repro" else "python -m runners"
+    words = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in words
+    words = [w for w in words if w != "--debug"]
+    args = build_parser(prog).parse_args(words)
     default_results = results_mod.RESULTS_DIR
     try:
         use_results_dir(args)
         return args.fn(args)
     except (SpecError, LogUnavailable, ResultsError, StepRateError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SPEC
+    except KeyboardInterrupt:
+        print("interrupted; the same command resumes (each training cell from its last checkpoint)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # anything not foreseen: one line naming the command, the traceback with --debug
+        if debug:
+            raise
+        text = " ".join(str(exc).split()) or "(no message)"
+        print(f"error: `{prog} {shlex.join(words)}` stopped on an unexpected {type(exc).__name__}: {text} "
+              f"(run it again with --debug for the traceback)", file=sys.stderr)
         return EXIT_BAD_SPEC
     finally:
         results_mod.RESULTS_DIR = default_results

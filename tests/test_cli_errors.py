@@ -1,0 +1,40 @@
+"""The command line's last line of defence: an unexpected error is one line naming the command (the traceback with
+--debug), Ctrl-C says the same command resumes."""
+from __future__ import annotations
+
+import pytest
+
+import runners.__main__ as cli
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom\nsecond line"), KeyError("boom"), OSError(28, "No space left")])
+def test_an_unexpected_error_is_one_line_naming_the_command(monkeypatch, capsys, exc):
+    def broken(args):
+        raise exc
+
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    assert cli.main(["list", "--results", "somewhere"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "list --results somewhere" in err and type(exc).__name__ in err and "--debug" in err
+
+
+def test_debug_shows_the_traceback(monkeypatch):
+    def broken(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["list", "--debug"])
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["--debug", "list"])
+
+
+def test_ctrl_c_says_the_same_command_resumes(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_list", interrupted)
+    assert cli.main(["list"]) == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == ("interrupted; the same command resumes (each training cell from its "
+                                              "last checkpoint)")
