@@ -6,9 +6,36 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Optional
+
+
+#: a temp file older than this (seconds) was left by a writer that was killed: every write here takes far less
+STALE_TEMP_AGE_S = 600
+
+
+def remove_stale_temps(folder: Path, max_age_s: float = STALE_TEMP_AGE_S) -> list[Path]:
+    """Delete the temp files (``.<name>.<random>.tmp``, as :func:`atomic_path` and :func:`write_bytes_new` make
+    them) that a killed writer left in ``folder`` more than ``max_age_s`` ago; a live writer's are younger and
+    stay. Returns what was removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not (entry.name.startswith(".") and entry.name.endswith(".tmp")) or not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > max_age_s:
+                os.remove(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue  # gone already, or not ours to remove
+    return removed
 
 
 @contextlib.contextmanager
@@ -18,6 +45,7 @@ def atomic_path(path: Path, *, fsync: bool = False, suffix: str = ".tmp") -> Ite
     replaces ``path``; on an exception it is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
     try:
@@ -50,6 +78,7 @@ def write_bytes_new(candidates: Iterable[Path], data: bytes) -> Path:
     candidates = iter(candidates)
     first = Path(next(candidates))
     first.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(first.parent)
     fd, tmp = tempfile.mkstemp(dir=first.parent, prefix=f".{first.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -87,6 +87,10 @@ def restart_cells(spec: Spec, tier: str, config: Any, selected: frozenset | None
     return gone
 
 
+class ResultsNotWritten(SpecError):
+    """A run's results file could not be written; the message names the recovery file that holds its values."""
+
+
 def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
     """The runner config of ``tier`` for the data variant ``data`` (see runners/spec.py, ``suite_data``)."""
     check_data_variant(spec, tier, data)
@@ -186,4 +190,24 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "notes": output.notes,
         "problems": output.problems,
     }
-    return write_new_result(spec.id, tier, result, results_root or RESULTS_DIR)
+    return write_result_or_recover(spec, tier, result, results_root or RESULTS_DIR)
+
+
+def write_result_or_recover(spec: Spec, tier: str, result: dict, results_root: Path) -> Path:
+    """Write the results file; where it cannot be written (disk full, a read-only or missing folder, a file where a
+    folder should be), the computed values are kept first in a recovery file in the run's working folder
+    (``runs/<spec id>/<tier>/``) and the error names it, so no measurement is lost."""
+    try:
+        return write_new_result(spec.id, tier, result, results_root)
+    except OSError as exc:
+        target = Path(results_root) / spec.id
+        reason = exc.strerror or str(exc)
+        try:
+            work = work_dir_for(spec, tier)  # runs/<spec id>/<tier>/: the file keeps its results-file name
+            kept = write_new_result(work.name, tier, result, work.parent)
+        except OSError as again:
+            raise ResultsNotWritten(f"{target}/: the results file could not be written ({reason}), nor a recovery "
+                                    f"file ({again.strerror or again}); nothing was kept") from None
+        raise ResultsNotWritten(f"{target}/: the results file could not be written ({reason}); its values are kept "
+                                f"in {kept}: move it to {target}/ once the folder is writable (it is the results "
+                                f"file)") from None
