@@ -671,7 +671,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
                                                                         for k, v in OFFICIAL_H200.items()}}
     sections = dict(SECTIONS, **({"precision_variants": precision_section} if args.variants else {}))
     if official_products is not None:
-        record["official"] = {"checkout": official_products.checkout, "commit": official_products.commit}
+        record["official"] = {"checkout": Path(official_products.checkout).name, "commit": official_products.commit}
         sections = {"side_by_side": lambda c, d: side_by_side_section(c, d, official_products),
                     "near_singular": lambda c, d: near_singular_section(
                         d, official_products, (2, 5, 37) if c.quick else NEAR_SINGULAR), **sections}

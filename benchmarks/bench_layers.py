@@ -624,7 +624,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     if official_module is not None:
         from runners.benchmark.official_ext import checkout_commit, official_fftconv
 
-        record["official"] = {"checkout": str(args.official.resolve()), "commit": checkout_commit(args.official)}
+        record["official"] = {"checkout": args.official.resolve().name, "commit": checkout_commit(args.official)}
         shapes = [KEY] if args.key_only else (QUICK_SHAPES if args.quick else SHAPES)
         make_official = lambda mode, h, length: official_fftconv(official_module, mode, h, length, D_STATE)  # noqa: E731
         record["side_by_side"] = side_by_side_rows(make_official, device, shapes)

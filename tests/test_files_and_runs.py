@@ -256,3 +256,13 @@ def test_report_shows_dirty_diff_hash_and_provenance_note() -> None:
     assert "a" * 40 in dirty and "b" * 64 in dirty and "uncommitted" in dirty
     noted = _commit_text({"git_commit": "c" * 40 + "-dirty", "provenance_note": "the diff was not recorded"})
     assert "the diff was not recorded" in noted
+
+
+@pytest.mark.parametrize("folder, pattern", [("results", "*.json"), ("tables", "*.md")])
+def test_committed_results_and_reports_name_no_machine_path(folder: str, pattern: str) -> None:
+    """A results file or a report names the checkouts and files it used relative to the repository (or by name),
+    never by a path of the machine that ran it."""
+    machine = re.compile(r"(?<![\w.])/(?:work|root|home|tmp|opt|mnt|scratch)/[\w.-]")
+    found = [(p.relative_to(REPO), m.group(0)) for p in sorted((REPO / folder).rglob(pattern))
+             for m in [machine.search(p.read_text(encoding="utf-8"))] if m]
+    assert not found, found
