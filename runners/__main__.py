@@ -10,6 +10,11 @@
 Bad input is one line naming the file and key (exit 2); so is anything unexpected that escapes, naming the command
 (``--debug`` anywhere on the command line shows its traceback instead). Ctrl-C stops with "interrupted; the same
 command resumes" (exit 130).
+
+Exit codes: 0 done (check, compare: nothing failed); 1 a FAIL (check: a verdict; compare: a regression; run --gpus:
+a training cell's process failed); 2 bad input (a spec, expected or results file, data, a setting) or an
+unexpected error; 3 cannot run here (no GPU, no data: the cell reads NOT-RUN with the reason); 4 paused at
+--stop-after-minutes (the same command resumes); 130 interrupted.
 """
 from __future__ import annotations
 
