@@ -1,0 +1,24 @@
+"""The index of reports names, per tier, the data and the devices behind its verdicts."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from runners.compare import CellVerdict
+from runners.report import _index_source
+
+
+def _file(data: str, card: str) -> tuple[Path, dict]:
+    return Path("r.json"), {"data": data, "environment": {"device_name": card}}
+
+
+def test_the_index_names_data_and_devices_of_the_files_that_judged():
+    files = [_file("suite", "NVIDIA H200"), _file("release", "NVIDIA H100 80GB HBM3"), _file("release", "cpu")]
+    judged = [CellVerdict("r", "a", 1, 1, "x", "PASS", result=0), CellVerdict("r", "b", 1, 1, "x", "FAIL", result=1)]
+    train = SimpleNamespace(runner="train.table")
+    assert _index_source(train, "full", files, judged) == " (data: release, suite; on: H100 80GB HBM3, H200)"
+    assert _index_source(train, "budget", files, judged[1:]) == " (data: tier's own; on: H100 80GB HBM3)"
+    assert _index_source(SimpleNamespace(runner="analytic.theorem6"), "full", files, judged) == \
+        " (on: H100 80GB HBM3, H200)"
+    assert _index_source(train, "full", files, [CellVerdict("r", "c", 1, None, "x", "NOT-RUN")]) == ""
+    assert _index_source(train, "full", files, None) == ""
