@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
 import random
 import shutil
@@ -99,8 +101,14 @@ def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
 
 
 def work_dir_for(spec: Spec, tier: str) -> Path:
-    """Scratch space of a spec's tier (checkpoints, generated data): runs/<spec id>/<tier>/."""
-    return RUNS_DIR / spec.id / tier
+    """Scratch space of a spec's tier (checkpoints, generated data): runs/<spec id>/<tier>/; for a run with ``--set``
+    overrides, runs/<spec id>/<tier>-set-<key>/, keyed by the tier's resolved configuration: each configuration
+    trains in its own folder, so a changed setting never meets the spec's checkpoints (nor touches them), and the
+    same overrides resume their own run."""
+    if not spec.overrides:
+        return RUNS_DIR / spec.id / tier
+    resolved = json.dumps(spec.resolved.get("tiers", {}).get(tier), sort_keys=True, default=str)
+    return RUNS_DIR / spec.id / f"{tier}-set-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}"
 
 
 def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: bool = True, *,

@@ -266,3 +266,23 @@ def test_committed_results_and_reports_name_no_machine_path(folder: str, pattern
     found = [(p.relative_to(REPO), m.group(0)) for p in sorted((REPO / folder).rglob(pattern))
              for m in [machine.search(p.read_text(encoding="utf-8"))] if m]
     assert not found, found
+
+
+def test_a_run_with_set_trains_in_its_own_folder_and_leaves_the_specs_checkpoints(train_project: Path) -> None:
+    """The researcher's loop: train a cell, rerun it with one setting changed (--set): both finish, the changed run
+    trains in its own folder keyed by its configuration, the spec's checkpoint is untouched, the same --set
+    resumes its own run, and --restart with it starts only that configuration over."""
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    base = train_project / "runs" / "tiny-train" / "smoke" / "S4__sCIFAR" / "checkpoint.pt"
+    before = base.read_bytes()
+    assert main(["run", "tiny-train", "--no-progress", "--set", "train.lr=0.02"]) == 0
+    changed = sorted((train_project / "runs" / "tiny-train").glob("smoke-set-*/S4__sCIFAR/checkpoint.pt"))
+    assert len(changed) == 1 and base.read_bytes() == before
+    assert main(["run", "tiny-train", "--no-progress", "--set", "train.lr=0.03"]) == 0  # another key, another folder
+    assert len(list((train_project / "runs" / "tiny-train").glob("smoke-set-*/S4__sCIFAR/checkpoint.pt"))) == 2
+    assert main(["run", "tiny-train", "--no-progress", "--set", "train.lr=0.02"]) == 0  # resumes its own run
+    assert main(["run", "tiny-train", "--no-progress", "--set", "train.lr=0.02", "--restart"]) == 0
+    assert base.read_bytes() == before and changed[0].exists()
+    results = sorted((train_project / "results" / "tiny-train").glob("*_smoke*.json"))
+    assert len(results) == 5
+    assert [json.loads(p.read_text())["overrides"] for p in results].count(["train.lr=0.02"]) == 3
