@@ -23,7 +23,7 @@ sys.path.insert(0, os.getcwd())
 
 from runners.data.base import TaskData  # noqa: E402
 from runners.run import tier_config  # noqa: E402
-from runners.spec import deep_merge, find_spec, load_spec  # noqa: E402
+from runners.spec import find_spec, load_spec  # noqa: E402
 from runners.train.config import TrainConfig  # noqa: E402
 from runners.train.table import build_model  # noqa: E402
 from ssm_core.optim import build_optimizer  # noqa: E402
@@ -41,10 +41,7 @@ def cell_setup(spec_id: str, task_name: str, row: str, tier: str = "full"):
     if row not in cfg.models or task_name not in cfg.tasks:
         raise SystemExit(f"{spec_id} {tier}: no cell {row!r} / {task_name!r}; rows: {sorted(cfg.models)}, "
                          f"tasks: {sorted(cfg.tasks)}")
-    row_cfg, task_cfg = cfg.models[row], cfg.tasks[task_name]
-    arch = row_cfg["arch"]
-    kwargs = deep_merge(deep_merge(cfg.model_defaults.get(arch, {}), task_cfg.get("model", {}).get(arch, {})),
-                        row_cfg.get("model", {}))
+    arch, kwargs = cfg.models[row]["arch"], cfg.cell_model(row, task_name)
     length, d_input, vocab, classes = SHAPES[task_name]
     task = TaskData(name=task_name, train=[], val=[], test=[], seq_len=length, d_output=classes, d_input=d_input,
                     vocab_size=vocab)

@@ -10,7 +10,9 @@ Config (one tier of a spec):
              extra_eval: [{column, loader_args, rate}]: more columns, each the cell's model at its best validation
              epoch tested on another test set at a step-size rate (S4 Table 5's 0.5x; runners/train/extra_eval.py).
     models:  row -> {arch: ssm | transformer, model: {...}, train: {...}, train_in: {spec, row} (optional: train in,
-             or resume, that spec's run of the same configuration, see cell_dir)}
+             or resume, that spec's run of the same configuration, see cell_dir), per_task: {task: {model: {...},
+             train: {...}}} (optional: the row's settings for one task, applied last; e.g. S4 Table 11's
+             hyperparameters, one set per task)}
     model_defaults: {ssm: {...SequenceModel kwargs}, transformer: {...TransformerModel kwargs}}
     train:   TrainConfig fields shared by every cell (task and row entries override them)
     skip:    [[row, column], ...] cells not to run (a column with every cell skipped is not prepared)
@@ -98,10 +100,18 @@ class TrainTableConfig:
                 check_arguments(PREPARERS[prep["preparer"]], {k: v for k, v in prep.items() if k != "preparer"},
                                 f"tasks.{col}.prepare")
         for row, m in self.models.items():
-            unknown = set(m) - {"arch", "model", "train", "tasks", "train_in"}
+            unknown = set(m) - {"arch", "model", "train", "tasks", "train_in", "per_task"}
             if unknown:
                 raise ValueError(f"models.{row}: unknown key(s) {sorted(unknown)}; allowed: arch, model, train, tasks, "
-                                 f"train_in")
+                                 f"train_in, per_task")
+            for col, entry in (m.get("per_task") or {}).items():
+                if col not in self.tasks:
+                    raise ValueError(f"models.{row}.per_task.{col}: not a task of this table; tasks: "
+                                     f"{sorted(self.tasks)}")
+                extra = set(entry) - {"model", "train"} if isinstance(entry, dict) else {"(not a mapping)"}
+                if extra:
+                    raise ValueError(f"models.{row}.per_task.{col}: unknown key(s) {sorted(extra)}; allowed: model, "
+                                     f"train")
             shared = m.get("train_in")
             if shared is not None and not (isinstance(shared, dict) and set(shared) == {"spec", "row"}
                                            and all(isinstance(v, str) and v for v in shared.values())
@@ -151,20 +161,24 @@ class TrainTableConfig:
                 mapping(f"tasks.{col}.model.{arch}", kwargs)
         for row, m in self.models.items():
             mapping(f"models.{row}", m)
-            for key in ("model", "train"):
+            for key in ("model", "train", "per_task"):
                 if key in m:
                     mapping(f"models.{row}.{key}", m[key])
 
     def cell_model(self, row: str, col: str) -> dict:
-        """The model settings of one cell: the architecture's defaults, then the task's, then the row's."""
-        arch = self.models[row]["arch"]
-        return deep_merge(deep_merge(self.model_defaults.get(arch, {}), self.tasks[col].get("model", {}).get(arch, {})),
-                          self.models[row].get("model", {}))
+        """The model settings of one cell: the architecture's defaults, then the task's, then the row's, then the
+        row's for this task (``per_task``)."""
+        arch, m = self.models[row]["arch"], self.models[row]
+        task_model = self.tasks[col].get("model", {}).get(arch, {})
+        merged = deep_merge(deep_merge(self.model_defaults.get(arch, {}), task_model), m.get("model", {}))
+        return deep_merge(merged, ((m.get("per_task") or {}).get(col) or {}).get("model", {}))
 
     def cell_train(self, row: str, col: str) -> dict:
-        """The train settings of one cell: the table's, then the task's, then the row's (later ones win)."""
-        return deep_merge(deep_merge(self.train, self.tasks[col].get("train", {})),
-                          self.models[row].get("train", {}))
+        """The train settings of one cell: the table's, then the task's, then the row's, then the row's for this
+        task (later ones win)."""
+        m = self.models[row]
+        merged = deep_merge(deep_merge(self.train, self.tasks[col].get("train", {})), m.get("train", {}))
+        return deep_merge(merged, ((m.get("per_task") or {}).get(col) or {}).get("train", {}))
 
 
 def unit_cells(cfg: TrainTableConfig, row: str, col: str) -> list[tuple[str, str]]:
