@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pytest
 
-from runners.data.lra.pathfinder_gen import PairPool, pathfinder_params, render, sample_geometry
+from runners.data.lra.pathfinder_gen import PairPool, draw_label, pathfinder_params, render, sample_geometry
 from runners.data.lra.pathfinder_stats import geometry_records, image_statistics
 
 N_ORIGINAL = 4000
@@ -46,7 +46,7 @@ ORIGINAL = {
     "distractors": (1.147, 0.9096),
     "no_distractors": (0.259, 0.4381),
     "start_distance": (7.0373, 0.2551),
-    "label1": (0.5, 0.5),  # labels are drawn at random, p = 0.5 (the original's sample: 0.5035)
+    "label1": (0.5, 0.5),  # the generator's label draw (draw_label): p = 0.5, as the original's (its sample: 0.5035)
 }
 #: statistic: sqrt(n) x the standard error of its per-image standard deviation, from the original's fourth moment
 SPREAD_SE = {"nonzero": 0.0265, "ink": 6.293, "start_distance": 0.1895}
@@ -56,8 +56,11 @@ SPREAD_SE = {"nonzero": 0.0265, "ink": 6.293, "start_distance": 0.1895}
 def suite_statistics():
     p = pathfinder_params(32)
     rng, pool = np.random.default_rng(2024), PairPool()
-    labels = rng.integers(2, size=N_SUITE)
-    geoms = [sample_geometry(rng, p, int(y), pool=pool) for y in labels]
+    labels, geoms = [], []
+    for _ in range(N_SUITE):  # as make_batch draws them: the label, then the image
+        labels.append(draw_label(rng))
+        geoms.append(sample_geometry(rng, p, labels[-1], pool=pool))
+    labels = np.array(labels)
     images = np.stack([render(g, p) for g in geoms])
     return image_statistics(images, **geometry_records(geoms, labels))
 

@@ -807,6 +807,11 @@ def _save_png(path: Path, image: np.ndarray) -> None:
         Image.fromarray(image, mode="L").save(tmp, format="PNG")
 
 
+def draw_label(rng: np.random.Generator) -> int:
+    """One image's label as the original draws it: 0 or 1, each with probability 1/2 (labels are not balanced)."""
+    return int(rng.integers(2))
+
+
 def make_batch(job: tuple) -> int:
     """Write batch ``k`` (PNGs, then metadata/<k>.npy); skipped if its metadata already exists. Each image's label
     is drawn at random, as in the original (not balanced)."""
@@ -824,7 +829,7 @@ def make_batch(job: tuple) -> int:
     img_dir.mkdir(parents=True, exist_ok=True)
     lines, pool = [], PairPool()
     for i in range(n):
-        label = int(rng.integers(2))
+        label = draw_label(rng)
         image, margin = make_sample(rng, p, label, pool=pool)
         _save_png(img_dir / f"sample_{i}.png", image)
         lines.append(metadata_line(batch, i, label, p, margin))
