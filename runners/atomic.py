@@ -19,7 +19,9 @@ STALE_TEMP_AGE_S = 600
 def remove_stale_temps(folder: Path, max_age_s: float = STALE_TEMP_AGE_S) -> list[Path]:
     """Delete the temp files (``.<name>.<random>.tmp``, as :func:`atomic_path` and :func:`write_bytes_new` make
     them) that a killed writer left in ``folder`` more than ``max_age_s`` ago; a live writer's are younger and
-    stay. Returns what was removed."""
+    stay. Returns what was removed. Called where a run writes into a folder of its own kind (a new results file,
+    a checkpoint), not on every atomic write (a folder of thousands of generated images would be listed per
+    image)."""
     removed = []
     try:
         entries = list(os.scandir(folder))
@@ -45,7 +47,6 @@ def atomic_path(path: Path, *, fsync: bool = False, suffix: str = ".tmp") -> Ite
     replaces ``path``; on an exception it is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
     try:

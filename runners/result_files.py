@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .spec import ID_PATTERN, TIERS
+from .yamlio import file_kind
 
 #: how far in the future a recorded time or a file name's stamp may lie (clocks of the machines that wrote the
 #: results differ a little); beyond it the file is refused as dated in the future
@@ -57,22 +58,8 @@ def _now() -> datetime:
 
 # ------------------------------------------------------------------------------------------------ the file itself
 
-def _kind_of(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symlink"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
 def _not_regular(path: Path, mode: int) -> ResultsError:
-    return ResultsError(f"{path}: is {_kind_of(mode)}; a results file must be a regular file (not a symlink, FIFO, "
+    return ResultsError(f"{path}: is {file_kind(mode)}; a results file must be a regular file (not a symlink, FIFO, "
                         f"socket, device or folder): replace it with the file itself or remove it")
 
 
@@ -342,7 +329,7 @@ def _spec_dir(spec_id: str, root: Path | None) -> Path | None:
     except FileNotFoundError:
         return None
     if not stat.S_ISDIR(mode):
-        raise ResultsError(f"{base}: is {_kind_of(mode)}; results/<spec id>/ must be a folder of its own (not a "
+        raise ResultsError(f"{base}: is {file_kind(mode)}; results/<spec id>/ must be a folder of its own (not a "
                            f"symlink)")
     return base
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .yamlio import MAX_EXPANDED, load_yaml, non_finite, plain_problem
+from .yamlio import MAX_EXPANDED, file_kind, load_yaml, non_finite, plain_problem
 
 TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
@@ -177,9 +177,7 @@ class _Includes:
         except OSError as exc:
             raise SpecError(f"{where} cannot be read ({exc.strerror or exc})") from None
         if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
-            raise SpecError(f"{where} is {kind}; allowed: a regular YAML file inside {self.root}")
+            raise SpecError(f"{where} is {file_kind(mode)}; allowed: a regular YAML file inside {self.root}")
         return resolved
 
     def resolve(self, path: Path, chain: tuple[Path, ...] = ()) -> dict:

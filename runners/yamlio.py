@@ -80,10 +80,20 @@ def _one_line(exc: yaml.YAMLError) -> str:
     return text
 
 
-def _kind_of(mode: int) -> str:
-    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for an error message ("a symlink", "a FIFO (named pipe)", ...),
+    from its ``st_mode`` (``lstat``'s, to name a symlink)."""
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
 
 
 def read_bytes_bounded(path: Path, error: Callable[[str], Exception] = YamlError,
@@ -100,7 +110,7 @@ def read_bytes_bounded(path: Path, error: Callable[[str], Exception] = YamlError
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path}: is {_kind_of(info.st_mode)}; allowed: a regular YAML file")
+            raise error(f"{path}: is {file_kind(info.st_mode)}; allowed: a regular YAML file")
         if info.st_size > limit:
             raise error(f"{path}: {info.st_size} bytes; allowed: a YAML file of at most {limit} bytes")
         chunks, size = [], 0

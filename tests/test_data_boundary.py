@@ -49,23 +49,6 @@ def _one_line(exc_info: pytest.ExceptionInfo, *must: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # fixtures in the published layouts
 
-def _pathfinder(tmp: Path, n_per_file: int = 4) -> Path:
-    """lra_release/pathfinder32/curv_contour_length_14/{imgs/<k>/sample_<i>.png, metadata/<k>.npy} (PNG written
-    uncompressed, so an edited image keeps its size)."""
-    folder = tmp / "lra_release" / "pathfinder32" / "curv_contour_length_14"
-    (folder / "metadata").mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for k in (0, 1):
-        (folder / "imgs" / str(k)).mkdir(parents=True)
-        lines = []
-        for i in range(n_per_file):
-            Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8), "L").save(
-                folder / "imgs" / str(k) / f"sample_{i}.png", compress_level=0)
-            lines.append(f"imgs/{k} sample_{i}.png {i} {i % 2} 1.0 14 4 2 0.5 1 1")
-        (folder / "metadata" / f"{k}.npy").write_text("\n".join(lines) + "\n")
-    return folder
-
-
 def _load_pathfinder(root: Path, cache: bool = False):
     from runners.data.lra import load_pathfinder
 
@@ -145,16 +128,16 @@ def _same_size_same_mtime(path: Path, edit: Callable[[bytes], bytes]) -> None:
     "imgs/0/../../../../x sample_0.png 0 1 1.0 14 4 2 0.5 1 1",  # '..' in the middle
     "imgs/0 ../../../../../etc/passwd 0 1 1.0",                # second field leaves the folder
 ])
-def test_pathfinder_metadata_path_outside_is_refused(tmp_path: Path, line: str) -> None:
-    folder = _pathfinder(tmp_path)
+def test_pathfinder_metadata_path_outside_is_refused(pathfinder_release, tmp_path: Path, line: str) -> None:
+    folder = pathfinder_release(tmp_path)
     (folder / "metadata" / "1.npy").write_text(f"imgs/1 sample_0.png 0 0 1.0 14\n{line}\n")
     with pytest.raises(DatasetError) as err:
         _load_pathfinder(tmp_path)
     _one_line(err, "1.npy line 2", "allowed")
 
 
-def test_pathfinder_image_folder_linked_outside_is_refused(tmp_path: Path) -> None:
-    folder = _pathfinder(tmp_path / "data")
+def test_pathfinder_image_folder_linked_outside_is_refused(pathfinder_release, tmp_path: Path) -> None:
+    folder = pathfinder_release(tmp_path / "data")
     outside = tmp_path / "elsewhere"
     (folder / "imgs" / "1").rename(outside)
     (folder / "imgs" / "1").symlink_to(outside, target_is_directory=True)
@@ -279,8 +262,9 @@ _BIG_ZTXT = _chunk(b"zTXt", b"Comment\0\0" + zlib.compress(b"\0" * (16 << 20), 9
     (_png(32, 32, idat=zlib.compress(b"\0" * 10)), "cannot decode"),  # too little pixel data
     (b"GIF89a" + b"\0" * 40, "cannot decode"),            # not a PNG
 ])
-def test_pathfinder_png_header_is_checked_before_decoding(tmp_path: Path, png: bytes, must: str) -> None:
-    folder = _pathfinder(tmp_path)
+def test_pathfinder_png_header_is_checked_before_decoding(pathfinder_release,
+                                                          tmp_path: Path, png: bytes, must: str) -> None:
+    folder = pathfinder_release(tmp_path)
     path = folder / "imgs" / "1" / "sample_2.png"
     path.write_bytes(png)
     tracemalloc.start()
@@ -374,8 +358,8 @@ def test_mnist_labels_must_be_digits(tmp_path: Path, payload: bytes, must: str) 
 
 
 @pytest.mark.parametrize("label", ["0.5", "-1", "2", "1.0", "yes"])
-def test_pathfinder_labels_must_be_0_or_1(tmp_path: Path, label: str) -> None:
-    folder = _pathfinder(tmp_path)
+def test_pathfinder_labels_must_be_0_or_1(pathfinder_release, tmp_path: Path, label: str) -> None:
+    folder = pathfinder_release(tmp_path)
     (folder / "metadata" / "0.npy").write_text(f"imgs/0 sample_0.png 0 {label} 1.0 14 4 2 0.5 1 1\n")
     with pytest.raises(DatasetError) as err:
         _load_pathfinder(tmp_path)
@@ -429,8 +413,8 @@ def test_speech_list_not_utf8_names_the_line(tmp_path: Path) -> None:
     _one_line(err, f"testing_list.txt line {n}", "not UTF-8")
 
 
-def test_pathfinder_metadata_not_utf8_names_the_line(tmp_path: Path) -> None:
-    folder = _pathfinder(tmp_path)
+def test_pathfinder_metadata_not_utf8_names_the_line(pathfinder_release, tmp_path: Path) -> None:
+    folder = pathfinder_release(tmp_path)
     with open(folder / "metadata" / "1.npy", "ab") as f:
         f.write(b"imgs/1 sample_\xe9.png 0 1 1.0\n")
     with pytest.raises(DatasetError) as err:
@@ -533,8 +517,8 @@ def test_mnist_cache_follows_an_edited_image(tmp_path: Path) -> None:
     assert len(list((tmp_path / "_cache").glob("mnist-*.pt"))) == 2
 
 
-def test_pathfinder_cache_follows_an_edited_image(tmp_path: Path) -> None:
-    folder = _pathfinder(tmp_path)
+def test_pathfinder_cache_follows_an_edited_image(pathfinder_release, tmp_path: Path) -> None:
+    folder = pathfinder_release(tmp_path)
     first = _load_pathfinder(tmp_path, cache=True)
     path = folder / "imgs" / "0" / "sample_0.png"
     arr = np.asarray(Image.open(path)).copy()

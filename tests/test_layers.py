@@ -200,6 +200,23 @@ def _eager_entry(fn, params: list[torch.Tensor]) -> Entry:
     return entry
 
 
+def _one_node_parts(layer: SSMLayer, u: torch.Tensor, spectrum: bool):
+    """(d, entry, params, trainable) of the layer's one-node path for input u (B, H, L), with the graph giving the
+    kernel (d: the layer's D) or its spectrum with D (d None, D the last parameter); the graphs are eager
+    stand-ins. trainable: u and every parameter that takes a gradient."""
+    from ssm_core.kernel_conv import spectrum_fn
+
+    length = u.shape[-1]
+    _, kernel_fn, params = layer.kernel.graph_parts(length)
+    conv_kernel = lambda *t: layer._conv_kernel(kernel_fn(*t))  # noqa: E731
+    d = layer.d
+    if spectrum:
+        conv_kernel, params, d = spectrum_fn(conv_kernel, 2 * length), [*params, layer.d], None
+    entry = _eager_entry(conv_kernel, params)
+    trainable = [u, *[p for p in {id(p): p for p in [layer.d, *params]}.values() if p.requires_grad]]
+    return d, entry, params, trainable
+
+
 @pytest.mark.parametrize("mode,kwargs", [("s4d", {}), ("s4", {}), ("dss", {}), ("s4d", {"bidirectional": True}),
                                          ("s4", {"channels": 2, "output": "linear"})])
 @pytest.mark.parametrize("transposed", [True, False])
@@ -210,20 +227,14 @@ def test_kernel_and_convolution_in_one_node_match_the_two_nodes(mode, kwargs, tr
     fft_conv), float64 on fresh random inputs, with the graph giving the kernel or its spectrum with D (the
     gradient of a complex output in autograd's convention); its graphs here are stand-ins that run the same ops
     eagerly."""
-    from ssm_core.kernel_conv import N_ARGS, kernel_conv, spectrum_fn
+    from ssm_core.kernel_conv import N_ARGS, kernel_conv
 
     torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
     layer = SSMLayer(6, 8, mode=mode, transposed=transposed, backend="torch", **kwargs).double()
     length = 37
     u = torch.randn(5, 6, length, dtype=torch.float64, requires_grad=True)  # (B, H, L), B odd: one row unpaired
     layout = "bchl" if transposed else "blch"
-    _, kernel_fn, params = layer.kernel.graph_parts(length)
-    conv_kernel = lambda *t: layer._conv_kernel(kernel_fn(*t))  # noqa: E731
-    d = layer.d
-    if spectrum:
-        conv_kernel, params, d = spectrum_fn(conv_kernel, 2 * length), [*params, layer.d], None
-    entry = _eager_entry(conv_kernel, params)
-    trainable = [u, *[p for p in {id(p): p for p in [layer.d, *params]}.values() if p.requires_grad]]
+    d, entry, params, trainable = _one_node_parts(layer, u, spectrum)
     out = kernel_conv(u, d, entry, params, "gelu", layout, "torch")
     ref = fft_conv(u, layer._conv_kernel(layer.kernel(length)), layer.d, "gelu", layout, impl="torch")
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
@@ -364,19 +375,13 @@ def test_bidirectional_model_with_mask_padding_ignores_how_much_padding_follows(
 def test_one_node_out_dtype_rounds_the_float32_result_once(spectrum, gen):
     """The one-node path with out_dtype=bfloat16 (what the layer asks under bf16 autocast): its output is the float32
     output rounded to bf16, and its gradients for a bf16 output gradient are those of the same gradient in float32."""
-    from ssm_core.kernel_conv import kernel_conv, spectrum_fn
+    from ssm_core.kernel_conv import kernel_conv
 
     torch.manual_seed(int(torch.randint(0, 2 ** 31, (1,), generator=gen)))
     layer = SSMLayer(6, 8, mode="s4d", bidirectional=True, backend="torch")
     length = 29
     u = torch.randn(4, 6, length, requires_grad=True)  # (B, H, L)
-    _, kernel_fn, params = layer.kernel.graph_parts(length)
-    conv_kernel = lambda *t: layer._conv_kernel(kernel_fn(*t))  # noqa: E731
-    d = layer.d
-    if spectrum:
-        conv_kernel, params, d = spectrum_fn(conv_kernel, 2 * length), [*params, layer.d], None
-    entry = _eager_entry(conv_kernel, params)
-    trainable = [u, *[p for p in {id(p): p for p in [layer.d, *params]}.values() if p.requires_grad]]
+    d, entry, params, trainable = _one_node_parts(layer, u, spectrum)
     # (each call's backward before the next forward: the graph's static spectrum is the latest replay's)
     ref = kernel_conv(u, d, entry, params, "gelu", "blch", "torch")
     g = torch.randn(ref.shape).to(torch.bfloat16)

@@ -338,24 +338,6 @@ def test_the_repository_validates(monkeypatch: pytest.MonkeyPatch) -> None:
     assert problems == [] and n_specs == len(list((REPO / "reproductions").glob("[!_]*.yaml")))
 
 
-def _pathfinder(tmp: Path) -> Path:
-    """A small Pathfinder-32 release layout: imgs/<k>/sample_<i>.png and metadata/<k>.npy."""
-    from PIL import Image
-
-    folder = tmp / "lra_release" / "pathfinder32" / "curv_contour_length_14"
-    (folder / "metadata").mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for k in (0, 1):
-        (folder / "imgs" / str(k)).mkdir(parents=True)
-        lines = []
-        for i in range(4):
-            Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8), "L").save(
-                folder / "imgs" / str(k) / f"sample_{i}.png")
-            lines.append(f"imgs/{k} sample_{i}.png {i} {i % 2} 1.0 14 4 2 0.5 1 1")
-        (folder / "metadata" / f"{k}.npy").write_text("\n".join(lines) + "\n")
-    return folder
-
-
 def _png_of_size(path: Path, size: int) -> None:
     from PIL import Image
 
@@ -375,11 +357,11 @@ PATHFINDER_CASES = [
 
 @pytest.mark.parametrize("file, corrupt, must", PATHFINDER_CASES,
                          ids=[f"pathfinder-{i}" for i in range(len(PATHFINDER_CASES))])
-def test_malformed_pathfinder_directory_is_one_line_error(tmp_path: Path, file: str,
+def test_malformed_pathfinder_directory_is_one_line_error(pathfinder_release, tmp_path: Path, file: str,
                                                           corrupt: Callable[[Path], None], must: str) -> None:
     from runners.data.lra import load_pathfinder
 
-    corrupt(_pathfinder(tmp_path) / file)
+    corrupt(pathfinder_release(tmp_path) / file)
     with pytest.raises(DatasetError) as err:
         load_pathfinder(tmp_path, resolution=32, workers=1, use_cache=False)
     message = str(err.value)

@@ -36,11 +36,12 @@ def test_an_unwritable_results_folder_keeps_the_values(tmp_path, monkeypatch, ca
 
 
 def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
-    """A temp file older than STALE_TEMP_AGE_S (a writer killed mid-write) goes at the next write into its folder;
-    a younger one (a writer still at work) stays, and so does any other file."""
-    from runners.atomic import STALE_TEMP_AGE_S, write_bytes_new, write_text_atomic
+    """A temp file older than STALE_TEMP_AGE_S (a writer killed mid-write) goes at the next results file or
+    checkpoint written into its folder; a younger one (a writer still at work) stays, and so does any other file."""
+    from runners.atomic import STALE_TEMP_AGE_S, write_bytes_new
+    from runners.train.checkpoint import save_atomic
 
-    for write in (lambda: write_text_atomic(tmp_path / "metrics.jsonl", "{}\n"),
+    for write in (lambda: save_atomic({"step": 1}, tmp_path / "checkpoint.pt"),
                   lambda: write_bytes_new([tmp_path / "20260101T000000_smoke.json"], b"{}")):
         old = tmp_path / ".20260101T000000_smoke.json.abc123.tmp"
         young = tmp_path / ".checkpoint.pt.def456.tmp"

@@ -33,26 +33,28 @@ generated its data with), step by step, in its own code:
   brightest pixels (two thirds of the 32 x 32 images).
 - Labels are drawn at random per image, as the original does (not balanced).
 
-Attempts at the two targets are independent, so many are run at once as arrays (``_target_pairs``) and the
-successes kept for the next images (``PairPool``): the same distribution as restarting one attempt at a time, as
-the original does. On one core, PNGs written: 5 ms per image at 32 x 32, 44 ms at 64, 42 ms at 128 (Path-X) and
-30 ms at 256; the original 0.20 s, 4.3 s, 2.3 s and 0.20 s. With ``batch=1`` the random draws are made in the
-original's order: driven by the original's own random stream (legacy numpy, same seed) this generator reproduces
-its images pixel for pixel (checked outside the suite on 200 images at 32 x 32, 4 at 64, 8 at 128 and 4 at 256, and
-as many again on other seeds, of the original run under Python 3 with scipy.misc.imresize / imsave re-created with
-scipy 1.x semantics).
+Attempts at the two targets are independent, so many are run at once as arrays (``_target_pairs``) and the successes
+kept for the next images (``PairPool``): the same distribution as restarting one attempt at a time, as the original
+does. On one core of a CI-class CPU (geometry and rendering, PNGs not written;
+results/diagnostics/pathfinder32_statistics_20261127T1343.log): 4.7 ms per image at 32 x 32, 52 ms at 128 (Path-X);
+the original took 0.20 s and 2.3 s with PNGs (timed outside the suite). With ``batch=1`` the random draws are made
+in the original's order: driven by the original's own random stream (legacy numpy, same seed) this generator
+reproduces its images pixel for pixel (checked outside the suite on 200 images at 32 x 32, 4 at 64, 8 at 128 and 4
+at 256, and as many again on other seeds, of the original run under Python 3 with scipy.misc.imresize / imsave
+re-created with scipy 1.x semantics).
 
-Measured (``runners.data.lra.pathfinder_stats``; tests/test_pathfinder_fidelity.py holds each within sampling
-error) at 32 x 32, the original (4,000 images, numpy seeds 1 and 2) against this generator (4,000 images, seed 11):
-pixels = 0: 65.93 % / 65.95 %; 1-31, 32-127, 128-254, 255: 19.6, 6.0, 8.3, 0.22 % / 19.6, 6.0, 8.3, 0.22 %; non-zero
-fraction 0.341 +- 0.038 / 0.341 +- 0.038; ink (sum / 255) 80.9 +- 7.9 / 80.8 +- 7.8; 8-connected pieces above 0 and
-above 64: 8.3, 13.7 / 8.4, 13.8; pixels at 255: 2.25 / 2.26; markers the brightest pixels: 34.2 % / 34.7 %;
-distractor snakes 1.15 (25.9 % none) / 1.13 (26.2 % none); distance between the target starts 7.04 +- 0.26 / 7.05
-+- 0.25; label 1: 50.4 % / 50.1 %. A logistic regression on raw pixels (6,000 images to fit, 2,000 to test) tells
-the two apart 50.4 % of the time (the previous version of this generator: 92.2 %). Paths meet as in the original:
-the two targets light a common pixel in 24.0 % of 400 images and come within one pixel in 65.5 %, a target and a
-distractor 5.3 % / 41.5 %; mean |turn| 31.9 degrees, 18 % straight (the original, 200 images: 26.5 / 68.5 %,
-7.5 / 41.0 %, 32.0-32.3 degrees, 18 %; ``path_statistics`` of ``runners.data.lra.pathfinder_check``).
+Measured (``runners.data.lra.pathfinder_stats``, log: results/diagnostics/pathfinder32_statistics_20261127T1343.log;
+tests/test_pathfinder_fidelity.py holds each within sampling error) at 32 x 32, the original (4,000 images, numpy
+seeds 1 and 2) against this generator (4,000 images, seed 11): pixels = 0: 65.93 % / 65.95 %; 1-31, 32-127, 128-254,
+255: 19.6, 6.0, 8.3, 0.22 % / 19.6, 6.0, 8.3, 0.22 %; non-zero fraction 0.341 +- 0.038 / 0.341 +- 0.038; ink (sum /
+255) 80.9 +- 7.9 / 80.8 +- 7.8; 8-connected pieces above 0 and above 64: 8.3, 13.7 / 8.4, 13.8; pixels at 255: 2.25
+/ 2.26; markers the brightest pixels: 34.2 % / 34.7 %; distractor snakes 1.15 (25.9 % none) / 1.13 (26.2 % none);
+distance between the target starts 7.04 +- 0.26 / 7.05 +- 0.25; label 1: 50.35 % / 50.05 %. A logistic regression on
+raw pixels (6,000 images to fit, 2,000 to test; run outside the suite) tells the two apart 50.4 % of the time (the
+previous version of this generator: 92.2 %). Paths meet as in the original: the two targets light a common pixel in
+24.0 % of 400 images and come within one pixel in 65.5 %, a target and a distractor 5.3 % / 41.5 %; mean |turn| 31.9
+degrees, 18 % straight (the original, 200 images: 26.5 / 68.5 %, 7.5 / 41.0 %, 32.0-32.3 degrees, 18 %;
+``path_statistics`` of ``runners.data.lra.pathfinder_check``).
 
 What differs from the original, none of it visible in the images' distribution:
 
