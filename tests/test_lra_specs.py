@@ -268,7 +268,7 @@ def test_data_of_an_older_generator_version_is_refused(tmp_path, monkeypatch):
     made = []
     monkeypatch.setitem(table.PREPARERS, "pathfinder", lambda root, **kw: made.append(kw))
     task = {"prepare": {"preparer": "pathfinder", "resolution": 32, "n": 8, "seed": 0}}
-    run = SimpleNamespace(work_dir=tmp_path, progress=False, data_dir=None)
+    run = SimpleNamespace(work_dir=tmp_path, tier=tmp_path.name, progress=False, data_dir=None)
     root = table.prepare_data("Pathfinder", task, run)
     assert len(made) == 1 and "('generator_version', 3)" in (root / ".complete").read_text()
     assert table.prepare_data("Pathfinder", task, run) == root and len(made) == 1  # reused as it is
@@ -277,6 +277,24 @@ def test_data_of_an_older_generator_version_is_refused(tmp_path, monkeypatch):
         table.prepare_data("Pathfinder", task, run)
     assert table.data_version(task) == "pathfinder v3"
     assert table.data_version({"prepare": {"preparer": "listops"}}) is None
+
+
+def test_a_set_run_reads_its_tiers_prepared_data_and_prepares_its_own_only_when_the_arguments_differ(tmp_path,
+                                                                                                    monkeypatch):
+    made = []
+    monkeypatch.setitem(table.PREPARERS, "pathfinder", lambda root, **kw: made.append((root, kw)))
+    task = {"prepare": {"preparer": "pathfinder", "resolution": 32, "n": 8, "seed": 0}}
+    tier_run = SimpleNamespace(work_dir=tmp_path / "full", tier="full", progress=False, data_dir=None)
+    set_run = SimpleNamespace(work_dir=tmp_path / "full-set-0123456789ab", tier="full", progress=False, data_dir=None)
+    root = table.prepare_data("Pathfinder", task, set_run)  # made in the tier's folder, where the tier finds it
+    assert root == tmp_path / "full" / "data" / "Pathfinder" and len(made) == 1
+    assert table.prepare_data("Pathfinder", task, tier_run) == root and len(made) == 1
+    other = {"prepare": {**task["prepare"], "n": 16}}
+    own = table.prepare_data("Pathfinder", other, set_run)  # other arguments: the configuration's own folder
+    assert own == tmp_path / "full-set-0123456789ab" / "data" / "Pathfinder" and len(made) == 2
+    assert table.prepare_data("Pathfinder", other, set_run) == own and len(made) == 2
+    with pytest.raises(SpecError, match=r"tasks\.Pathfinder\.prepare: .*other arguments"):
+        table.prepare_data("Pathfinder", other, tier_run)  # the tier's own data is never replaced
 
 
 def test_the_authors_lra_settings_run_end_to_end_and_are_recorded(tmp_path, monkeypatch):

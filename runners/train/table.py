@@ -242,28 +242,41 @@ def data_work_dir(ctx: RunContext, rows_cfg: Sequence[dict]) -> Path:
     return ctx.work_dir
 
 
+def _data_homes(work_dir: Path, tier: str) -> list[Path]:
+    """Where a task's prepared data may live, in order: the tier's own folder runs/<spec>/<tier>/ and, for a
+    configuration's folder runs/<spec>/<tier>-set-<key>/, that folder. Data prepared with the same arguments is the
+    same data, so a ``--set`` run reads the tier's copy (or makes it there) instead of generating its own."""
+    base = work_dir.parent / tier
+    return [work_dir] if base == work_dir else [base, work_dir]
+
+
 def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path] = None) -> Path:
-    """The data root of a task: generated / stand-in data under ``work_dir`` (default: the run's own), or
-    $DATA_PATH. A folder prepared with other arguments is refused, never overwritten."""
+    """The data root of a task: generated / stand-in data under ``work_dir`` (default: the run's own; a ``--set``
+    run's first choice is its tier's folder, see :func:`_data_homes`), or $DATA_PATH. A folder prepared with other
+    arguments is never overwritten: a ``--set`` run that changed them prepares its own; a tier's folder is refused."""
     prep = task.get("prepare")
     if prep is None:
         return ctx.data_dir
     args = {k: v for k, v in prep.items() if k != "preparer"}
     version = GENERATOR_VERSIONS.get(prep["preparer"])
     record = sorted(args.items()) + ([("generator_version", version)] if version else [])
-    work_dir = ctx.work_dir if work_dir is None else work_dir
-    root = work_dir / "data" / _slug(col)
-    done = root / ".complete"
-    with exclusive(work_dir / "data" / f".{_slug(col)}.lock", f"preparing {root}"):
-        if not done.exists():
-            root.mkdir(parents=True, exist_ok=True)
-            extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}
-            PREPARERS[prep["preparer"]](root, **args, **extra)
-            done.write_text(repr(record))
-        elif done.read_text() != repr(record):
-            raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments or an older "
-                            f"generator ({done.read_text()}); delete that folder to regenerate it with {record}")
-    return root
+    homes = _data_homes(ctx.work_dir if work_dir is None else work_dir, ctx.tier)
+    for home in homes:
+        root = home / "data" / _slug(col)
+        done = root / ".complete"
+        with exclusive(home / "data" / f".{_slug(col)}.lock", f"preparing {root}"):
+            if not done.exists():
+                root.mkdir(parents=True, exist_ok=True)
+                extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}
+                PREPARERS[prep["preparer"]](root, **args, **extra)
+                done.write_text(repr(record))
+                return root
+            if done.read_text() == repr(record):
+                return root
+            if home == homes[-1]:
+                raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments or an older "
+                                f"generator ({done.read_text()}); delete that folder to regenerate it with {record}")
+    raise AssertionError("unreachable: the last home returns or raises")
 
 
 def data_version(task_cfg: dict) -> Optional[str]:
