@@ -136,7 +136,9 @@ def diagnose(path: Path, args: argparse.Namespace, device: torch.device) -> list
     model.load_state_dict(ckpt["model"])
     model.eval()
     partial = ckpt.get("partial") or {}
-    head = [f"{path}: {task_info['name']}, epoch {ckpt.get('epoch')} step {ckpt.get('step')} (global step "
+    epoch = ckpt.get("epoch")  # 0-based index of the epoch in progress; metrics.jsonl counts from 1
+    head = [f"{path}: {task_info['name']}, epoch {epoch + 1 if isinstance(epoch, int) else epoch} (as metrics.jsonl "
+            f"counts) at step {ckpt.get('step')} (global step "
             f"{ckpt.get('global_step')}); logged at this point: val {partial.get('val_metric', '-')}, train "
             f"{partial.get('train_metric', '-')}",
             f"fresh images: {args.n} scored, {args.stats_n} for the statistics (generator seed {args.seed}, "
