@@ -308,8 +308,9 @@ def test_budget_tier_without_the_data_is_not_run(name: str, tmp_path: Path, monk
     monkeypatch.setattr(run_mod, "RUNS_DIR", tmp_path / "runs")
     spec = load_spec(ROOT / "reproductions" / f"{name}.yaml")
     spec.tiers["budget"].device = "cpu"
-    path = run_mod.run_spec(spec, "budget", results_root=tmp_path / "results", progress=False)
-    result = load_result(path)
+    with pytest.raises(run_mod.NotRunnable, match="python -m runners.data.download") as stopped:  # exit 3
+        run_mod.run_spec(spec, "budget", results_root=tmp_path / "results", progress=False)
+    result = load_result(stopped.value.results_path)  # written before the run stopped
     assert result["cells"] and all(c["value"] is None for c in result["cells"])
     assert all("python -m runners.data.download" in c["note"] for c in result["cells"])
     assert any("NOT-RUN, data missing" in n for n in result["notes"])

@@ -256,8 +256,10 @@ def test_a_training_that_diverges_end_to_end_is_fail(tmp_path: Path, monkeypatch
             ts.write_text("\n".join(lines[:start] + [ln.rsplit(":", 1)[0] + ":nan" for ln in lines[start:]]) + "\n")
     extra = ["--set", "train.lr=1.0e+12"] if how == "lr" else []
     out_dir = tmp_path / "out"
-    assert main(["run", "tiny-bidmc", "--no-progress", "--output", str(out_dir), *extra]) == 0
+    status = main(["run", "tiny-bidmc", "--no-progress", "--output", str(out_dir), *extra])
     run_err = capsys.readouterr().err
+    # a NaN target is malformed data, refused where it enters: bad input (exit 2), the results file still written
+    assert status == (2 if how == "nan_target" else 0), run_err
     rc, out, err = cli(capsys, "check", "tiny-bidmc", "--tier", "smoke", "--results", str(out_dir))
     assert "PASS 1" not in out and not err
     if how == "nan_target" and "not a finite number" in run_err:

@@ -1,8 +1,9 @@
 """What every dataset loader returns, and the errors it raises.
 
 A task's loader reads the dataset's own published on-disk layout under the data directory
-($DATA_PATH, default ./data) and returns a :class:`TaskData`. A missing or malformed directory
-raises :class:`DatasetError` naming the path, what was expected there, and how to get it.
+($DATA_PATH, default ./data) and returns a :class:`TaskData`. Data that is not there (a folder or file the
+loader needs is absent) raises :class:`DataMissing` naming the path and how to get it; data that is there but
+malformed or unreadable raises :class:`DatasetError` naming the file (and line or key) and what is allowed.
 """
 from __future__ import annotations
 
@@ -15,7 +16,18 @@ from torch.utils.data import Dataset
 
 
 class DatasetError(RuntimeError):
-    """A dataset directory is missing, incomplete or malformed."""
+    """A dataset file is malformed or unreadable (the message names the file, and the line or key where known);
+    the subclass :class:`DataMissing` is data that is not there at all."""
+
+
+class DataMissing(DatasetError):
+    """A folder or file a loader needs is absent; the message says what to fetch and where to put it."""
+
+
+def read_error(exc: BaseException) -> type[DatasetError]:
+    """The error class for a file that could not be opened: :class:`DataMissing` when it is not there
+    (FileNotFoundError), else :class:`DatasetError` (there, but unreadable)."""
+    return DataMissing if isinstance(exc, FileNotFoundError) else DatasetError
 
 
 def data_root(explicit: str | os.PathLike | None = None) -> Path:
@@ -48,10 +60,10 @@ class TaskData:
 
 
 def require_files(root: Path, relative_paths: list[str], dataset: str, how_to_get: str) -> None:
-    """Raise DatasetError listing every missing file of the expected layout."""
+    """Raise DataMissing listing every missing file of the expected layout."""
     missing = [p for p in relative_paths if not (root / p).exists()]
     if missing:
-        raise DatasetError(
+        raise DataMissing(
             f"{dataset}: the data directory {root} does not hold the expected layout; missing: "
             + ", ".join(missing) + f". {how_to_get}")
 

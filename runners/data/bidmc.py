@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from runners.data.base import DatasetError, TaskData, data_root, one_line
+from runners.data.base import DataMissing, DatasetError, TaskData, data_root, one_line, read_error
 from runners.data.cache import cached, content_fingerprint
 from runners.data.download import BIDMC_DIR, BIDMC_TARGETS, how_to_get
 from runners.data.mnist import train_val_indices
@@ -62,7 +62,7 @@ def read_ts_regression(path: Path, *, problem_name: Optional[str] = None
     try:
         f = open(path, "r", encoding="latin-1")
     except OSError as exc:
-        raise DatasetError(f"BIDMC: cannot read {path}: {exc}. {how_to_get('bidmc')}") from exc
+        raise read_error(exc)(f"BIDMC: cannot read {path}: {exc}. {how_to_get('bidmc')}") from exc
     with f:
         for line_no, line in enumerate(f, start=1):
             line = line.strip()
@@ -164,11 +164,11 @@ def load_bidmc(data_dir: Optional[Path] = None, *, target: str = "SpO2", split: 
     folder = root / BIDMC_DIR / problem
     files = {p: folder / f"{problem}_{p}.ts" for p in ("TRAIN", "TEST")}
     if not folder.is_dir():
-        raise DatasetError(f"BIDMC: no directory {folder} (expected {problem}_TRAIN.ts and {problem}_TEST.ts "
-                           f"from the TSER archive in it). {how_to_get('bidmc')}")
+        raise DataMissing(f"BIDMC: no directory {folder} (expected {problem}_TRAIN.ts and {problem}_TEST.ts "
+                          f"from the TSER archive in it). {how_to_get('bidmc')}")
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
-        raise DatasetError(f"BIDMC: missing {', '.join(missing)}. {how_to_get('bidmc')}")
+        raise DataMissing(f"BIDMC: missing {', '.join(missing)}. {how_to_get('bidmc')}")
 
     def build() -> dict:
         out = {}

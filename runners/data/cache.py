@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from runners.atomic import atomic_path
-from runners.data.base import DatasetError, one_line
+from runners.data.base import one_line, read_error
 
 CACHE_DIRNAME = "_cache"
 CACHE_VERSION = 2  # 2: keys hold content hashes (content_fingerprint), not (size, mtime)
@@ -52,7 +52,7 @@ def content_fingerprint(paths: Iterable[Path], base: Optional[Path] = None) -> s
 
     Changes when any file's bytes change (even at the same size and modification time), when a file is added,
     removed or renamed, or when the order changes. Files are read by a few threads (reading and hashing release
-    the GIL). Raises DatasetError naming a file that cannot be read.
+    the GIL). Raises DatasetError naming a file that cannot be read (DataMissing when it is gone).
     """
     paths = [str(p) for p in paths]
     base_s = str(base) if base is not None else None
@@ -69,8 +69,8 @@ def content_fingerprint(paths: Iterable[Path], base: Optional[Path] = None) -> s
         else:
             digests = _digests(paths)
     except OSError as exc:
-        raise DatasetError(f"cannot read {getattr(exc, 'filename', None) or exc} to key the cache: "
-                           f"{one_line(exc.strerror or exc)}") from exc
+        raise read_error(exc)(f"cannot read {getattr(exc, 'filename', None) or exc} to key the cache: "
+                              f"{one_line(exc.strerror or exc)}") from exc
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{len(paths)}\0".encode())
     for p, (size, digest) in zip(paths, digests):

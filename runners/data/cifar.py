@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runners.data.base import DatasetError, one_line
+from runners.data.base import DataMissing, DatasetError, one_line
 from runners.data.safe_pickle import load_pickle
 
 CIFAR10_DIRNAME = "cifar-10-batches-py"
@@ -76,7 +76,7 @@ def load_cifar10(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Images uint8 (n, 32, 32, 3) in HWC order and labels int64 (n,) of the official split.
 
     split: "train" (data_batch_1..5, 50000 images, in file order) or "test" (test_batch, 10000).
-    Raises DatasetError naming the missing/malformed file.
+    Raises DataMissing naming the missing files, DatasetError naming a malformed one.
     """
     if split not in ("train", "test"):
         raise ValueError(f"load_cifar10: split must be 'train' or 'test', got {split!r}")
@@ -84,8 +84,8 @@ def load_cifar10(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     names = TRAIN_BATCHES if split == "train" else TEST_BATCHES
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
-        raise DatasetError(f"CIFAR-10: {folder} does not hold the python batches; missing: "
-                           f"{', '.join(missing)} (expected {folder}/{{data_batch_1..5,test_batch}}). {HOW_TO_GET}")
+        raise DataMissing(f"CIFAR-10: {folder} does not hold the python batches; missing: "
+                          f"{', '.join(missing)} (expected {folder}/{{data_batch_1..5,test_batch}}). {HOW_TO_GET}")
     parts = [_read_batch(folder / n) for n in names]
     images = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])

@@ -35,7 +35,7 @@ from typing import Callable, Optional, Sequence
 
 
 from runners.atomic import atomic_path
-from runners.data.base import data_root
+from runners.data.base import DataMissing, data_root
 from runners.data.progress import progress_bar
 
 # ----------------------------------------------------------------------------------------------
@@ -151,8 +151,9 @@ def _file_digest(path: Path, algorithm: str) -> str:
     return h.hexdigest()
 
 
-class DownloadError(RuntimeError):
-    """A dataset could not be fetched (no network, a refused URL): the message says what to fetch and where."""
+class DownloadError(DataMissing):
+    """A dataset could not be fetched (no network, a refused URL), so it is missing: the message says what to fetch
+    and where to put it."""
 
 
 def where_to_put(res: Resource, root: Path) -> str:

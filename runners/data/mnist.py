@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from runners.data.base import DatasetError, TaskData, data_root, one_line
+from runners.data.base import DataMissing, DatasetError, TaskData, data_root, one_line
 from runners.data.cache import cached, content_fingerprint
 from runners.data.download import MNIST_DIR, MNIST_FILES, how_to_get
 
@@ -146,11 +146,11 @@ def load_mnist(data_dir: Optional[Path] = None, *, permute: bool = False, perm_s
     root = data_root(data_dir)
     folder = root / MNIST_DIR
     if not folder.is_dir():
-        raise DatasetError(f"MNIST: no directory {folder} (expected the four IDX files "
-                           f"{', '.join(MNIST_FILES)}, raw or .gz, in it). {how_to_get('mnist')}")
+        raise DataMissing(f"MNIST: no directory {folder} (expected the four IDX files "
+                          f"{', '.join(MNIST_FILES)}, raw or .gz, in it). {how_to_get('mnist')}")
     missing = [n for n in MNIST_FILES if _find(folder, n) is None]
     if missing:
-        raise DatasetError(f"MNIST: {folder} lacks {', '.join(missing)} (raw or .gz). {how_to_get('mnist')}")
+        raise DataMissing(f"MNIST: {folder} lacks {', '.join(missing)} (raw or .gz). {how_to_get('mnist')}")
     sources = [_find(folder, n) for n in MNIST_FILES]
 
     def build() -> dict:

@@ -31,7 +31,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ..atomic import write_bytes_atomic, write_text_atomic
-from .base import DatasetError, TaskData
+from .base import DataMissing, DatasetError, TaskData
 
 DIRNAME = "seq_shapes"
 CLASSES = ("horizontal", "vertical", "diagonal_down", "diagonal_up", "plus", "cross")
@@ -140,7 +140,7 @@ def load_seq_shapes(root: Path) -> TaskData:
            "'prepare: {preparer: seq_shapes, ...}').")
     missing = [f"{s}.npz" for s in SPLITS if not (folder / f"{s}.npz").is_file()]
     if missing:
-        raise DatasetError(f"Sequential Shapes: {folder} lacks {', '.join(missing)}. {how}")
+        raise DataMissing(f"Sequential Shapes: {folder} lacks {', '.join(missing)}. {how}")
     parts, size = {}, None
     for split in SPLITS:
         try:

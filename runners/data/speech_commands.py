@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from runners.data.base import DatasetError, InsideFolder, TaskData, data_root, one_line
+from runners.data.base import DataMissing, DatasetError, InsideFolder, TaskData, data_root, one_line, read_error
 from runners.data.cache import cached, content_fingerprint
 from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get)
 from runners.data.mfcc import S4_MFCC, mfcc
@@ -72,8 +72,8 @@ def read_wav(path: Path) -> np.ndarray:
     except DatasetError:
         raise
     except (wave.Error, EOFError, OSError, struct.error, ValueError) as exc:
-        raise DatasetError(f"Speech Commands: cannot read WAV file {path}: {type(exc).__name__}: {one_line(exc)}. "
-                           f"{hint}") from exc
+        raise read_error(exc)(f"Speech Commands: cannot read WAV file {path}: {type(exc).__name__}: "
+                              f"{one_line(exc)}. {hint}") from exc
     if len(frames) != 2 * n:
         raise DatasetError(f"Speech Commands: WAV file {path} is truncated: its header says {n} samples "
                            f"({2 * n} bytes), the file holds {len(frames)} bytes of them. {hint}")
@@ -92,7 +92,7 @@ def read_list(path: Path, folder: Path) -> set[str]:
         raise DatasetError(f"Speech Commands: {path} line {line} is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
                            f"at offset {exc.start}); allowed: UTF-8 lines 'word/name.wav'. {hint}") from None
     except OSError as exc:
-        raise DatasetError(f"Speech Commands: cannot read {path}: {one_line(exc)}. {hint}") from exc
+        raise read_error(exc)(f"Speech Commands: cannot read {path}: {one_line(exc)}. {hint}") from exc
     guard = InsideFolder(folder, "Speech Commands", hint)
     known = set(SPEECH_COMMANDS_WORDS)
     out = set()
@@ -113,16 +113,17 @@ def read_list(path: Path, folder: Path) -> set[str]:
 def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[str, int]]]:
     """Files of `words` per split by the official lists: {'train'|'val'|'test': [(rel_path, label)]}.
 
-    Raises DatasetError naming the folder/list file when the layout is incomplete.
+    Raises DataMissing naming the folder/list file when the layout is incomplete (a folder, list file or listed
+    clip absent), DatasetError when a file is malformed.
     """
     if not folder.is_dir():
-        raise DatasetError(f"Speech Commands: no directory {folder} (expected the contents of "
-                           f"speech_commands_v0.02.tar.gz in it). {how_to_get('speech_commands')}")
+        raise DataMissing(f"Speech Commands: no directory {folder} (expected the contents of "
+                          f"speech_commands_v0.02.tar.gz in it). {how_to_get('speech_commands')}")
     missing = [str(folder / n) for n in LIST_FILES if not (folder / n).is_file()]
     missing += [str(folder / w) for w in words if not (folder / w).is_dir()]
     if missing:
-        raise DatasetError(f"Speech Commands: the directory {folder} does not hold the v0.02 layout; "
-                           f"missing: {', '.join(missing)}. {how_to_get('speech_commands')}")
+        raise DataMissing(f"Speech Commands: the directory {folder} does not hold the v0.02 layout; "
+                          f"missing: {', '.join(missing)}. {how_to_get('speech_commands')}")
     val_list, test_list = (read_list(folder / n, folder) for n in LIST_FILES)
     guard = InsideFolder(folder, "Speech Commands", how_to_get("speech_commands"))
     splits: dict[str, list[tuple[str, int]]] = {"train": [], "val": [], "test": []}
@@ -130,8 +131,8 @@ def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[st
     for label, word in enumerate(words):
         names = sorted(p.name for p in (folder / word).iterdir() if p.suffix.lower() == ".wav")
         if not names:
-            raise DatasetError(f"Speech Commands: {folder / word} holds no .wav files. "
-                               f"{how_to_get('speech_commands')}")
+            raise DataMissing(f"Speech Commands: {folder / word} holds no .wav files. "
+                              f"{how_to_get('speech_commands')}")
         for name in names:
             rel = f"{word}/{name}"
             guard(rel, folder / word)  # a linked .wav must not lead outside the folder
@@ -142,9 +143,9 @@ def scan_splits(folder: Path, words: tuple[str, ...]) -> dict[str, list[tuple[st
     for list_name, entries in zip(LIST_FILES, (val_list, test_list)):
         dangling = sorted(e for e in entries if e.split("/", 1)[0] in wanted and e not in seen)
         if dangling:
-            raise DatasetError(f"Speech Commands: {folder / list_name} names {len(dangling)} files that are not "
-                               f"in {folder}, e.g. {', '.join(dangling[:3])} (incomplete extraction?). "
-                               f"{how_to_get('speech_commands')}")
+            raise DataMissing(f"Speech Commands: {folder / list_name} names {len(dangling)} files that are not "
+                              f"in {folder}, e.g. {', '.join(dangling[:3])} (incomplete extraction?). "
+                              f"{how_to_get('speech_commands')}")
     return splits
 
 

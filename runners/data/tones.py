@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ..atomic import write_bytes_atomic
-from .base import DatasetError, TaskData, data_root
+from .base import DataMissing, DatasetError, TaskData, data_root
 
 TONES_DIR = "tones"
 TONES_FILE = "tones.npz"
@@ -78,8 +78,8 @@ def load_tones(data_dir: Optional[Path] = None, *, test_decimation: int = 1) -> 
         raise ValueError(f"test_decimation must be a positive int, got {test_decimation!r}")
     path = data_root(data_dir) / TONES_DIR / TONES_FILE
     if not path.is_file():
-        raise DatasetError(f"tones: no file {path}. This task is made by the suite: give the task "
-                           f"`prepare: {{preparer: tones, ...}}` (runners.data.tones.write_tones).")
+        raise DataMissing(f"tones: no file {path}. This task is made by the suite: give the task "
+                          f"`prepare: {{preparer: tones, ...}}` (runners.data.tones.write_tones).")
     try:
         with np.load(path) as z:
             params = json.loads(str(z["params"]))

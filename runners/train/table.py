@@ -47,6 +47,7 @@ from torch import nn
 from ..benchmark.common import free_memory
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATOR_VERSIONS, GENERATORS, LOADERS, PREPARERS, check_arguments
+from ..data.status import data_problem
 from ..lockfile import exclusive
 from ..model_schema import check_sequence_model, check_transformer
 from ..registry import Cell, Paused, RunContext, RunOutput, register
@@ -398,13 +399,15 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 task.info["data_version"] = version
             extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
                                                                                ev.loader_args))) for ev in extras]
-        except DatasetError as exc:
-            problems.append(f"{col}: NOT-RUN, data missing or unreadable: {' '.join(str(exc).split())}")
-            notes.append(f"{col}: NOT-RUN, data missing: {exc}")
-            cells += [Cell(row, ev.column, None, note=str(exc)) for row in rows for ev in extras
+        except DatasetError as exc:  # missing data (DataMissing) or malformed: the task's cells are not run
+            problem = data_problem(col, exc)  # its kind decides the run's exit status (runners/data/status.py)
+            problems.append(problem)
+            notes.append(str(problem))
+            note = f"data {problem.kind}: {problem.reason}"
+            cells += [Cell(row, ev.column, None, note=note) for row in rows for ev in extras
                       if (row, ev.column) not in skip]
-            cells += [c for row in rows for c in picked_cells(row, picks, False, fill=None, note=str(exc))] if picks \
-                else [Cell(row, column_name(col, m, cfg.metrics), None, note=str(exc)) for row in rows for m in cfg.metrics]
+            cells += [c for row in rows for c in picked_cells(row, picks, False, fill=None, note=note)] if picks \
+                else [Cell(row, column_name(col, m, cfg.metrics), None, note=note) for row in rows for m in cfg.metrics]
             continue
         check_batch_sizes(cfg, col, rows, task, root)
         source = task_cfg.get("prepare", {}).get("preparer")

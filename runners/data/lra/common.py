@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from runners.data.base import DatasetError
+from runners.data.base import DataMissing
 
 # Token ids shared by every token task: 0 pads, 1 is unknown, 2 ends a sequence (the S4 code
 # appends <eos>); the task's own symbols start at 3.
@@ -27,7 +27,7 @@ RELEASE_PREFIXES = ("", "lra_release", "lra_release/lra_release", "lra_release/l
 def find_task_dir(root: Path, rel: str, marker: str, dataset: str, how_to_get: str) -> Path:
     """The first ``root/<prefix>/rel`` holding ``marker`` (a file or folder inside it).
 
-    Raises DatasetError listing every place looked at, the expected layout and how to get it.
+    Raises DataMissing listing every place looked at, the expected layout and how to get it.
     """
     root = Path(root)
     tried = []
@@ -36,8 +36,8 @@ def find_task_dir(root: Path, rel: str, marker: str, dataset: str, how_to_get: s
         if (cand / marker).exists():
             return cand
         tried.append(str(cand / marker))
-    raise DatasetError(f"{dataset}: no {rel}/{marker} under the data directory {root} (looked for "
-                       + ", ".join(tried) + f"). {how_to_get}")
+    raise DataMissing(f"{dataset}: no {rel}/{marker} under the data directory {root} (looked for "
+                      + ", ".join(tried) + f"). {how_to_get}")
 
 
 def truncate_bytes(data: bytes, max_len: int, append_eos: bool) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from runners.data.base import DatasetError, TaskData, data_root
+from runners.data.base import DataMissing, DatasetError, TaskData, data_root, read_error
 from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS, LISTOPS_SPLIT_FILES, LRA_URL
 from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (EOS_ID, N_SPECIAL, PadCollate, TokenDataset, find_task_dir, pack)
@@ -50,7 +50,7 @@ def read_listops_tsv(path: Path) -> tuple[list[str], list[int]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"ListOps: cannot read {path}: {exc}. {HOW_TO_GET}") from exc
+        raise read_error(exc)(f"ListOps: cannot read {path}: {exc}. {HOW_TO_GET}") from exc
     lines = text.splitlines()
     if not lines or lines[0].strip().split("\t") != ["Source", "Target"]:
         first = lines[0][:60] if lines else "<empty file>"
@@ -100,8 +100,8 @@ def load_listops(root: Optional[Path] = None, *, max_len: int = 2048, append_eos
     folder = find_task_dir(root, LISTOPS_DIRNAME, SPLIT_FILES["train"], "ListOps", HOW_TO_GET)
     missing = [n for n in SPLIT_FILES.values() if not (folder / n).is_file()]
     if missing:
-        raise DatasetError(f"ListOps: {folder} lacks {', '.join(missing)} (expected basic_train.tsv, "
-                           f"basic_val.tsv, basic_test.tsv). {HOW_TO_GET}")
+        raise DataMissing(f"ListOps: {folder} lacks {', '.join(missing)} (expected basic_train.tsv, "
+                          f"basic_val.tsv, basic_test.tsv). {HOW_TO_GET}")
     files = [folder / n for n in SPLIT_FILES.values()]
     params = {"max_len": max_len, "append_eos": append_eos, "sources": [f.name for f in files],
               "content": content_fingerprint(files, folder)}

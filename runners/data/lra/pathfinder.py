@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from runners.data.base import DatasetError, InsideFolder, TaskData, data_root, one_line
+from runners.data.base import DataMissing, DatasetError, InsideFolder, TaskData, data_root, one_line, read_error
 from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
 from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (ImageSequenceDataset, find_task_dir, stack_collate)
@@ -42,19 +42,21 @@ def how_to_get(resolution: int) -> str:
 
 
 def pathfinder_dir(root: Path, resolution: int) -> Path:
-    """The ``pathfinder<R>/curv_contour_length_14`` folder under the data directory (DatasetError if absent)."""
+    """The ``pathfinder<R>/curv_contour_length_14`` folder under the data directory (DataMissing if absent)."""
     return find_task_dir(root, f"pathfinder{resolution}/{DIFFICULTY}", "metadata", f"Pathfinder-{resolution}",
                          how_to_get(resolution))
 
 
 def metadata_files(folder: Path, resolution: int) -> list[Path]:
-    """metadata/*.npy sorted by their integer stem; DatasetError if none or a stem is not an integer."""
+    """metadata/*.npy sorted by their integer stem; DataMissing if there is none, DatasetError if a stem is not an
+    integer."""
     files = list((folder / "metadata").glob("*.npy"))
     bad = [f.name for f in files if not f.stem.isdigit()]
     if bad or not files:
         what = f"unexpected file names {bad[:5]}" if bad else "no metadata/*.npy files"
-        raise DatasetError(f"Pathfinder-{resolution}: {folder / 'metadata'}: {what}; expected metadata/<k>.npy "
-                           f"(k = 0, 1, ...). {how_to_get(resolution)}")
+        raise (DatasetError if bad else DataMissing)(
+            f"Pathfinder-{resolution}: {folder / 'metadata'}: {what}; expected metadata/<k>.npy "
+            f"(k = 0, 1, ...). {how_to_get(resolution)}")
     return sorted(files, key=lambda f: int(f.stem))
 
 
@@ -72,7 +74,7 @@ def read_metadata(path: Path, folder: Path, resolution: int,
                            f"{exc.object[exc.start]:#04x}); the release's metadata/*.npy are text files of "
                            f"space-separated fields. {hint}") from None
     except OSError as exc:
-        raise DatasetError(f"Pathfinder-{resolution}: cannot read {path}: {one_line(exc)}. {hint}") from exc
+        raise read_error(exc)(f"Pathfinder-{resolution}: cannot read {path}: {one_line(exc)}. {hint}") from exc
     guard = guard or InsideFolder(folder, f"Pathfinder-{resolution}", hint)
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -104,8 +106,8 @@ def _decode(path: Path, resolution: int) -> Optional[np.ndarray]:
     except DatasetError:
         raise
     except FileNotFoundError:
-        raise DatasetError(f"Pathfinder-{resolution}: the metadata lists {path}, which does not exist. "
-                           f"{hint}") from None
+        raise DataMissing(f"Pathfinder-{resolution}: the metadata lists {path}, which does not exist. "
+                          f"{hint}") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # refused from the header alone
         raise DatasetError(f"Pathfinder-{resolution}: {path} declares an image too large to decode ({one_line(exc)}); "
                            f"allowed: {resolution}x{resolution} mode L (8-bit grayscale). {hint}") from None

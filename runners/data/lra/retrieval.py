@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from runners.data.base import DatasetError, TaskData, data_root
+from runners.data.base import DataMissing, DatasetError, TaskData, data_root, read_error
 from runners.data.lra.layout import LRA_URL
 from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, PairTokenDataset, TokenDataset, find_task_dir, pack, truncate_bytes)
@@ -31,7 +31,7 @@ def read_aan_tsv(path: Path, max_len: int, append_eos: bool) -> dict:
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise DatasetError(f"Retrieval: cannot read {path}: {exc}. {HOW_TO_GET}") from exc
+        raise read_error(exc)(f"Retrieval: cannot read {path}: {exc}. {HOW_TO_GET}") from exc
     docs1, docs2, labels = [], [], []
     for n, line in enumerate(raw.split(b"\n"), start=1):
         line = line.rstrip(b"\r")
@@ -71,8 +71,8 @@ def load_aan(root: Optional[Path] = None, *, max_len: int = 4000, append_eos: bo
     folder = find_task_dir(root, AAN_DIRNAME, SPLIT_FILES["train"], "Retrieval (AAN)", HOW_TO_GET)
     missing = [n for n in SPLIT_FILES.values() if not (folder / n).is_file()]
     if missing:
-        raise DatasetError(f"Retrieval: {folder} lacks {', '.join(missing)} (expected "
-                           f"new_aan_pairs.{{train,eval,test}}.tsv). {HOW_TO_GET}")
+        raise DataMissing(f"Retrieval: {folder} lacks {', '.join(missing)} (expected "
+                          f"new_aan_pairs.{{train,eval,test}}.tsv). {HOW_TO_GET}")
     files = [folder / n for n in SPLIT_FILES.values()]
     params = {"max_len": max_len, "append_eos": append_eos, "sources": [f.name for f in files],
               "content": content_fingerprint(files, folder)}

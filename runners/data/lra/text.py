@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from runners.data.base import DatasetError, InsideFolder, TaskData, data_root
+from runners.data.base import DataMissing, InsideFolder, TaskData, data_root
 from runners.data.cache import cached, content_fingerprint
 from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, TokenDataset, pack, truncate_bytes)
 
@@ -58,13 +58,13 @@ def load_imdb(root: Optional[Path] = None, *, max_len: int = 4096, append_eos: b
     folders = [base / s / c for s in ("train", "test") for c in CLASSES]
     bad = [str(f) for f in folders if not f.is_dir()]
     if bad:
-        raise DatasetError(f"IMDB: the data directory {root} lacks the Stanford layout "
-                           f"aclImdb/{{train,test}}/{{pos,neg}}/*.txt; missing folders: {', '.join(bad)}. {HOW_TO_GET}")
+        raise DataMissing(f"IMDB: the data directory {root} lacks the Stanford layout "
+                          f"aclImdb/{{train,test}}/{{pos,neg}}/*.txt; missing folders: {', '.join(bad)}. {HOW_TO_GET}")
     reviews = [_review_files(f) for f in folders]
     counts = [len(r) for r in reviews]
     empty = [str(f) for f, c in zip(folders, counts) if c == 0]
     if empty:
-        raise DatasetError(f"IMDB: no *.txt reviews in {', '.join(empty)}. {HOW_TO_GET}")
+        raise DataMissing(f"IMDB: no *.txt reviews in {', '.join(empty)}. {HOW_TO_GET}")
     params = {"max_len": max_len, "append_eos": append_eos,
               "counts": counts, "content": content_fingerprint([p for r in reviews for p in r], base)}
     data = cached(root, "imdb", params, lambda: _build(base, max_len, append_eos), enabled=use_cache)
