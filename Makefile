@@ -1,4 +1,8 @@
 # S4 / S4D reproduction suite. `make all` sets up and runs the smoke tier of every table; `make test` tests.
+# Runs and reports go to the local store (local/results/, local/tables/: git-ignored), so these targets leave the
+# tracked tree unchanged; check reads the committed results/ overlaid by local/results/ and names each verdict's
+# store. Maintainers: `make reference-report` regenerates tables/ from results/ (results land there with
+# `python -m runners run --reference ...`).
 # TIER=smoke|budget|full selects the tier of a table target, e.g. `make table-2 TIER=budget`.
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +17,7 @@ RUN_OPTS = $(if $(filter-out release,$(DATA)),--data $(DATA)) $(if $(GPUS),--gpu
 TABLE = $(PY) -m runners run --tier $(TIER) $(RUN_OPTS) $(1) ; status=$$?; $(PY) -m runners report >/dev/null; \
 	[ $$status -ne 0 ] && exit $$status; $(PY) -m runners check --tier $(TIER) $(1)
 
-.PHONY: all setup smoke test report check list bench-kernels bench-layers analytic pathx resolution-change init-ablation \
+.PHONY: all setup smoke test report reference-report check list bench-kernels bench-layers analytic pathx resolution-change init-ablation \
 	table-2 table-3 table-4 table-5 table-6 generation \
 	s4d-table-2 s4d-table-3 s4d-table-4 s4d-table-5 s4d-table-6 s4d-table-11 \
 	s4d-theorem-3 s4d-conjecture-5 s4d-theorem-6 s4d-figure-4 s4d-proposition-1
@@ -39,6 +43,9 @@ test: setup
 
 report: setup
 	$(PY) -m runners report
+
+reference-report: setup
+	$(PY) -m runners report --results reference
 
 check: setup
 	$(PY) -m runners check

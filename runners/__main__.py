@@ -1,11 +1,20 @@
 """The reproduction suite's command line: python -m runners (installed as ssm-repro).
 
-    run       run specs at a tier and write results/ (--set, --cells, --show-config, --dry-run, ...)
+    run       run specs at a tier and write a results file to local/results/ (--reference: results/)
     check     judge every results file of each tier against the papers' values (expected/); exit 1 on FAIL
-    report    write the markdown reports tables/*.md from the results
-    compare   two results files of one spec side by side; exit 1 when a cell regressed
+    report    write the markdown reports local/tables/*.md (--results reference: tables/) from the results
+    compare   two results files of one spec side by side, or a spec's newest reference and local results;
+              exit 1 when a cell regressed
     list      the specs, their runners and which tiers have results
     validate  every spec and expected file
+
+Results and reports live in two stores. The reference store is what the repository commits: results/<spec id>/
+(moved by $SSM_RESULTS_DIR) and its reports tables/. The local store is a researcher's own: local/results/<spec id>/
+and local/tables/ (git-ignored; $SSM_LOCAL_DIR moves local/). `run` writes to the local store (`run --reference`:
+the reference store; `--output DIR`: DIR). check, report and list read the reference results overlaid by the local
+ones: each cell is judged by the newest file of either store that measured it, and every verdict line says which
+store it came from; `--results reference`, `--results local` or `--results DIR` reads that alone. `compare SPEC`
+shows the newest local results of a spec against the newest reference ones.
 
 Bad input is one line naming the file and key (exit 2); so is anything unexpected that escapes, naming the command
 (``--debug`` anywhere on the command line shows its traceback instead). Ctrl-C stops with "interrupted; the same
@@ -27,6 +36,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from . import registry
+from . import result_files
 from . import results as results_mod
 from .compare import ResultsError, counts_text, judge_tier, latest_result, load_result, load_tier_results
 from .expected import expected_path, load_expected
@@ -65,6 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in args.spec or [str(p) for p in spec_paths()]:
         specs.append(load_spec(find_spec(name)))
     specs = [with_settings(spec, args) for spec in specs]
+    output = results_destination(args)
     for spec in specs:  # before anything runs: the data variant, the expected file, the selected cells
         check_data_variant(spec, args.tier, args.data)
         problems = selection_problems(spec, args.tier, args.cells, args.data)
@@ -90,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             path = run_spec(spec, args.tier, progress=not args.no_progress, cells=args.cells, data=args.data,
                             deadline=deadline, write_result=not args.train_only, units=unit,
-                            results_root=args.output, logs=args.log,
+                            results_root=output, logs=args.log,
                             restart=args.restart)
         except NotRunnable as exc:
             print(f"NOT-RUN: {exc}", file=sys.stderr)
@@ -105,6 +116,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         for problem in (load_result(path).get("problems", []) if path else []):
             print(f"{spec.id} [{args.tier}]: {problem}", file=sys.stderr)
     return status
+
+
+def results_destination(args: argparse.Namespace) -> Path:
+    """Where ``run`` writes its results file: ``--output DIR``; ``--reference``: the reference store
+    (``results/``, what a maintainer commits); else the local store (``local/results/``)."""
+    if getattr(args, "reference", False) and getattr(args, "output", None):
+        raise SpecError("run: --reference and --output DIR both say where the results file goes; give one of them")
+    if getattr(args, "output", None):
+        return Path(args.output)
+    return result_files.store_root(result_files.REFERENCE if getattr(args, "reference", False)
+                                   else result_files.LOCAL)
 
 
 def positive_int(text: str) -> int:
@@ -157,7 +179,12 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         print(f"PAUSED: {spec.id} [{args.tier}]: {len(outcome.finished)} of {len(units)} cell(s) finished; run the "
               f"same command to resume: " + "; ".join(waiting), file=sys.stderr)
         return EXIT_PAUSED
-    path = run_spec(spec, args.tier, progress=False, cells=args.cells, data=args.data, results_root=args.output)
+    try:
+        path = run_spec(spec, args.tier, progress=False, cells=args.cells, data=args.data,
+                        results_root=results_destination(args))
+    except NotRunnable as exc:  # e.g. a task's data missing: its cells are recorded as not run
+        print(f"NOT-RUN: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNABLE
     print(f"{spec.id} [{args.tier}]: wrote {path}")
     return 0
 
@@ -181,6 +208,7 @@ def cell_command(spec, args: argparse.Namespace, row: str, column: str) -> str:
     parts = ["ssm-repro", "run", spec.id, "--tier", args.tier, "--cells", glob_escape(cell_name(row, column))]
     parts += ["--data", args.data] if args.data != "release" else []
     parts += settings_args(args) + (["--output", str(args.output)] if args.output else [])
+    parts += ["--reference"] if getattr(args, "reference", False) else []
     return shlex.join(parts)
 
 
@@ -199,7 +227,7 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
         expected = load_expected(expected_path(spec.id))
         tier_spec = spec.tiers[args.tier]
         cells = select_cells(spec, args.tier, expected, args.cells, args.data)
-        where = Path(args.output or results_mod.RESULTS_DIR) / spec.id
+        where = results_destination(args) / spec.id
         print(f"{spec.id} [{args.tier}]: valid ({spec.path}, runner {spec.runner}, device {tier_spec.device}, seed "
               f"{tier_spec.seed}" + (f", --set {' '.join(spec.overrides)}" if spec.overrides else "") +
               f"); {len(cells)} of {len(expected['cells'])} cells selected (those its results file is judged "
@@ -221,16 +249,51 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Exit 1 when a cell of B regressed from A beyond --threshold."""
-    text, changes = compare_files(args.result_a, args.result_b, args.threshold)
+    """Exit 1 when a cell of B regressed from A beyond --threshold. ``compare SPEC``: A is the spec's newest
+    reference results file of the tier, B its newest local one."""
+    if args.result_b is None:
+        path_a, path_b = store_pair(args.result_a, args.tier)
+        print(f"reference (A) against local (B): {path_a} -> {path_b}")
+    else:
+        if args.tier:
+            raise SpecError("compare: --tier applies to `compare SPEC` (two results files name their own tiers)")
+        path_a, path_b = args.result_a, args.result_b
+    text, changes = compare_files(str(path_a), str(path_b), args.threshold)
     print(text)
     return EXIT_FAIL if regressions(changes) else 0
 
 
+def store_pair(name: str, tier: str | None) -> tuple[Path, Path]:
+    """The newest reference and the newest local results file of spec ``name`` at ``tier`` (default: the most
+    faithful tier both stores have run); SpecError naming what each store holds when one has none."""
+    if name.endswith(".json"):
+        raise SpecError(f"compare {name}: give two results files (RESULT_A RESULT_B), or a spec id to compare its "
+                        f"newest reference and local results")
+    spec = load_spec(find_spec(name))
+    stores = (result_files.REFERENCE, result_files.LOCAL)
+    have = {store: [t for t in TIERS if load_tier_results(spec.id, t, result_files.store_root(store))]
+            for store in stores}
+    tiers = [tier] if tier else [t for t in reversed(TIERS) if all(t in have[s] for s in stores)][:1]
+    missing = [s for s in stores if (tier not in have[s] if tier else not have[s])]
+    if missing or not tiers:
+        held = "; ".join(f"{s} ({result_files.store_root(s)}/{spec.id}/): {', '.join(have[s]) or 'none'}"
+                         for s in stores)
+        if missing:
+            raise SpecError(f"compare {spec.id}" + (f" --tier {tier}" if tier else "") + ": no " +
+                            (f"{tier} " if tier else "") + f"results in the {' and '.join(missing)} "
+                            f"store{'s' * (len(missing) > 1)}; tiers with results: {held}")
+        raise SpecError(f"compare {spec.id}: no tier has results in both stores; tiers with results: {held}; "
+                        f"run the spec at one of the reference store's tiers (or name one with --tier)")
+    newest = [load_tier_results(spec.id, tiers[0], result_files.store_root(s))[0][0] for s in stores]
+    return newest[0], newest[1]
+
+
 def use_results_dir(args: argparse.Namespace) -> None:
-    """``--results DIR`` of check / report / list: read results from DIR instead of results/ ($SSM_RESULTS_DIR)."""
-    if getattr(args, "results", None):
-        results_mod.RESULTS_DIR = Path(args.results)
+    """``--results`` of check / report / list: "reference" or "local" reads that store alone, any other value the
+    folder it names; without it, the reference store overlaid by the local one."""
+    choice = getattr(args, "results", None)
+    if choice:
+        result_files.READ_FROM = choice if choice in result_files.STORES else Path(choice)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -259,8 +322,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             stale = [v for v in verdicts if v.stale_known_fail]
             failed |= any(v.unexpected_fail for v in verdicts) or bool(stale)
             files = sorted({v.result for v in verdicts if v.result is not None})
-            where = (", ".join(f"{i + 1}: {loaded[i][0]}" for i in files) if len(files) > 1
-                     else str(loaded[files[0] if files else 0][0]))
+            where = (", ".join(f"{i + 1}: {_file_text(loaded[i][0])}" for i in files) if len(files) > 1
+                     else _file_text(loaded[files[0] if files else 0][0]))
             print(f"{spec.id} [{tier}] ({where}): {counts_text(verdicts)}")
             for v in stale:
                 print(f"  stale known_fail: {v.row} / {v.column} now reads {v.verdict}; {expected_path(spec.id)} "
@@ -269,13 +332,21 @@ def cmd_check(args: argparse.Namespace) -> int:
             if shown:
                 print(tabulate([[v.row, column_label(v.column), paper_text(v.paper, v.std), fmt(v.measured), v.check,
                                  v.verdict + (" (known)" if v.known_fail else "")
-                                 + (" (sanity)" if v.role == "sanity" else ""), v.detail]
+                                 + (" (sanity)" if v.role == "sanity" else ""),
+                                 "-" if v.result is None else result_files.store_of(loaded[v.result][0]), v.detail]
                                 for v in shown], headers=["row", "column", "paper", "ours", "check", "verdict",
-                                                          "detail"]))
+                                                          "store", "detail"]))
     return EXIT_BAD_SPEC if bad_file else EXIT_FAIL if failed else 0
 
 
+def _file_text(path: Path) -> str:
+    """A results file for a verdict line: "local: local/results/<id>/<name>.json" (the store it lies in first)."""
+    return f"{result_files.store_of(path)}: {path}"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    """Reports of the results read (see :func:`use_results_dir`) to local/tables/, or tables/ for the reference
+    store alone (``--results reference``)."""
     print(f"wrote {report_all()}")
     return 0
 
@@ -284,7 +355,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for path in spec_paths():
         spec = load_spec(path)
-        have = [t for t in TIERS if latest_result(spec.id, t)]
+        have = [f"{t} ({result_files.store_of(path)})" for t in TIERS if (path := latest_result(spec.id, t))]
         rows.append([spec.id, f"{spec.paper.upper()} {spec.table}", ",".join(spec.groups), spec.runner,
                      f"make {spec.make}" if spec.make else "-", ",".join(have) or "-"])
     print(tabulate(rows, headers=["id", "table", "groups", "runner", "make", "results"]))
@@ -319,8 +390,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="validate the spec and its settings, list the cells that would run and the command that "
                         "runs each, and exit without running")
     p.add_argument("--output", type=Path, metavar="DIR",
-                   help="write the results file under DIR/<spec id>/ (default: results/, or $SSM_RESULTS_DIR); "
-                        "check / report / list read it with --results DIR")
+                   help="write the results file under DIR/<spec id>/ (default: the local store local/results/, "
+                        "or $SSM_LOCAL_DIR/results/); check / report / list read it with --results DIR")
+    p.add_argument("--reference", action="store_true",
+                   help="write the results file to the reference store results/<spec id>/ ($SSM_RESULTS_DIR), the "
+                        "committed results a maintainer updates, instead of the local store")
     p.add_argument("--log", action="append", default=[], choices=LOG_KINDS,
                    help="also write each training cell's epochs as TensorBoard event files beside its "
                         "metrics.jsonl under runs/ (needs the tensorboard package: pip install "
@@ -328,16 +402,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_results_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", metavar="DIR", help="read results from DIR (what run --output DIR wrote) instead "
-                   "of results/ ($SSM_RESULTS_DIR)")
+    p.add_argument("--results", metavar="reference|local|DIR",
+                   help="read only the reference store (results/, $SSM_RESULTS_DIR), only the local store "
+                        "(local/results/, $SSM_LOCAL_DIR) or the folder DIR (what run --output DIR wrote); default: "
+                        "the reference results overlaid by the local ones (each cell judged by the newest file "
+                        "of either)")
 
 
 def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("run", help="run specs at a tier and write results/",
-                       description="Run specs at a tier and write one results file per spec. SPEC is a spec id "
-                                   "(ssm-repro list), a file name under reproductions/ or a path to any spec file.")
+    p = sub.add_parser("run", help="run specs at a tier and write local/results/ (--reference: results/)",
+                       description="Run specs at a tier and write one results file per spec: to the local store "
+                                   "local/results/<spec id>/ (git-ignored; $SSM_LOCAL_DIR moves local/) by default, "
+                                   "to the reference store results/<spec id>/ (committed) with --reference, or to "
+                                   "DIR/<spec id>/ with --output DIR. SPEC is a spec id (ssm-repro list), a file "
+                                   "name under reproductions/ or a path to any spec file.")
     p.add_argument("spec", nargs="*", help="spec ids or paths (default: every spec under reproductions/)")
     p.add_argument("--tier", choices=TIERS, default="smoke",
                    help="smoke (CPU, seconds), budget (one GPU, minutes) or full (the paper's configuration); "
@@ -374,15 +454,27 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show every cell, not only FAIL / IMPROVED")
     add_results_option(p)
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("report", help="write tables/*.md from results")
+    p = sub.add_parser("report", help="write local/tables/*.md from results (--results reference: tables/)",
+                       description="Write a markdown report per spec and an index. Reads the reference results "
+                                   "overlaid by the local ones (each value names its store) and writes "
+                                   "local/tables/; with --results reference it reads the reference store alone "
+                                   "and writes tables/ (the committed reports); with --results local or DIR it "
+                                   "writes local/tables/.")
     add_results_option(p)
     p.set_defaults(fn=cmd_report)
-    p = sub.add_parser("compare", help="two results files of one spec side by side; exit 1 on a regression",
+    p = sub.add_parser("compare", help="two results files of one spec side by side, or a spec's newest reference "
+                                       "and local results; exit 1 on a regression",
                        description="Show two runs of one spec side by side with the change of every cell; exit 1 "
                                    "when a cell of B is worse than in A by more than --threshold (the direction is "
-                                   "the expected cell's 'better'), or failed (X) where A measured a number.")
-    p.add_argument("result_a", metavar="RESULT_A", help="the earlier (reference) results file, results/<id>/*.json")
-    p.add_argument("result_b", metavar="RESULT_B", help="the later results file of the same spec")
+                                   "the expected cell's 'better'), or failed (X) where A measured a number. "
+                                   "`compare SPEC [--tier T]`: A is the spec's newest results file in the reference "
+                                   "store (results/), B its newest in the local store (local/results/).")
+    p.add_argument("result_a", metavar="RESULT_A|SPEC",
+                   help="the earlier (reference) results file, results/<id>/*.json; or a spec id alone")
+    p.add_argument("result_b", metavar="RESULT_B", nargs="?",
+                   help="the later results file of the same spec (left out: compare SPEC's stores)")
+    p.add_argument("--tier", choices=TIERS, help="with SPEC: the tier to compare (default: the most faithful tier "
+                                                 "both stores have results of)")
     p.add_argument("--threshold", type=float, default=0.05,
                    help="relative change beyond which a worse cell counts as a regression (default 0.05 = 5%%)")
     p.set_defaults(fn=cmd_compare)
@@ -424,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_SPEC
     finally:
         results_mod.RESULTS_DIR = default_results
+        result_files.READ_FROM = None
 
 
 if __name__ == "__main__":

@@ -137,7 +137,8 @@ def dirty_training(verdicts: list[CellVerdict], files: list[tuple[Any, dict]]) -
 
 def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[CellVerdict]]:
     """The verdicts of the spec's other tiers, read from the results folder ``files`` come from (the report's
-    glance names their FAILs); {} where that cannot be told (no files, or files not under results/<spec id>/)."""
+    glance names their FAILs; files from both stores: the stores read now, overlaid); {} where that cannot be told
+    (no files, or files not under results/<spec id>/)."""
     from .expected import expected_path, load_expected
     from .result_files import load_tier_results
     from .spec import TIERS
@@ -147,7 +148,8 @@ def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[Cell
     spec_id = files[0][1]["spec_id"]
     if files[0][0].parent.name != spec_id or not expected_path(spec_id).exists():
         return {}
-    root = files[0][0].parent.parent
+    roots = {path.parent.parent for path, _ in files if isinstance(path, Path)}
+    root = roots.pop() if len(roots) == 1 else None  # several folders: the stores read now, overlaid
     expected = load_expected(expected_path(spec_id))
     out = {}
     for other in reversed(TIERS):  # the most faithful tier first

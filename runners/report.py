@@ -1,6 +1,8 @@
-"""Markdown reports in tables/: the paper's table and ours side by side, a verdict per cell, plots, an index.
+"""Markdown reports: the paper's table and ours side by side, a verdict per cell, plots, an index.
 
-Generated from results files only.
+Generated from results files only: by default from the reference results overlaid by the local ones, into
+local/tables/ (each value names the store its results file lies in); from the reference store alone
+(``report --results reference``) into tables/, the committed reports (:func:`reports_dir`).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from . import result_files
 from . import results as results_mod
 from . import textfmt
 from .compare import (CellVerdict, ResultsError, compare, context_count, counts_text, judge_tier, load_tier_results,
@@ -30,6 +33,27 @@ MIB_NOTE = ("Memory columns hold MiB (2^20 bytes, as torch.cuda reports them); t
             "files call the column MB.")
 Loaded = dict[str, list[tuple[Path, dict]]]  # tier -> results files (newest first)
 PLOT_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
+
+
+def reports_dir() -> Path:
+    """Where ``report`` writes: tables/ when it reads the reference store alone (``--results reference``), else
+    the local store's local/tables/ (the committed reports are never rewritten from local results)."""
+    if result_files.READ_FROM == result_files.REFERENCE:
+        return TABLES_DIR
+    return results_mod.local_tables_dir()
+
+
+def step_rates(results_root: Path | None) -> list[tuple[Path, dict]]:
+    """The step-rate records of ``results_root``, or (None) of every folder the report reads, oldest first."""
+    roots = [results_root] if results_root is not None else [folder for _, folder in result_files.read_roots()]
+    records = [record for root in roots for record in load_step_rates(root)]
+    return sorted(records, key=lambda pr: pr[1]["recorded"])
+
+
+def _store(path: Path) -> str:
+    """"local store" / "reference store" / "folder DIR": where a results file lies."""
+    store = result_files.store_of(path)
+    return f"{store} store" if store in result_files.STORES else store
 
 
 def _table(rows: list[list[Any]], headers: list[str]) -> str:
@@ -67,12 +91,19 @@ def _grid(expected: dict, verdicts: list[CellVerdict], numbered: bool = False) -
     return _table(rows, ["paper / ours", *map(column_label, expected["columns"])])
 
 
-def _details(verdicts: list[CellVerdict], numbered: bool = False) -> str:
+def _details(verdicts: list[CellVerdict], numbered: bool = False,
+             files: list[tuple[Path, dict]] | None = None) -> str:
+    """The details table: every cell with its check and reason; with ``files``, the store its value came from."""
+    def store(v: CellVerdict) -> list[str]:
+        if files is None:
+            return []
+        return [result_files.store_of(files[v.result][0]) if v.result is not None else "-"]
     rows = [[v.row, column_label(v.column), paper_text(v), fmt(v.measured), v.check, v.role, v.verdict,
              v.detail + (f" Known discrepancy: {v.known_fail}" if v.known_fail and v.verdict == "FAIL" else "")]
-            + ([v.result + 1 if v.result is not None else "-"] if numbered else [])
+            + ([v.result + 1 if v.result is not None else "-"] if numbered else []) + store(v)
             for v in verdicts]
-    headers = ["row", "column", "paper", "ours", "check", "role", "verdict", "detail"] + (["file"] if numbered else [])
+    headers = (["row", "column", "paper", "ours", "check", "role", "verdict", "detail"] + (["file"] if numbered else [])
+               + (["store"] if files is not None else []))
     return _table(rows, headers)
 
 
@@ -257,16 +288,17 @@ def gpu_time_lines(spec_id: str, tier: str, files: list[tuple[Path, dict]], verd
             _table(rows, ["cell", "projected", "measured", "step-rate record"]), ""]
 
 
-def report_spec(spec: Spec, out_dir: Path, results_root: Path,
+def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
                 loaded: Loaded | None = None) -> dict[str, list[CellVerdict] | None]:
-    """Write tables/<id>.md (+ plots); return the verdicts per tier (None where not run).
+    """Write <out_dir>/<id>.md (+ plots); return the verdicts per tier (None where not run).
 
-    ``loaded``: the tier's results files as :func:`runners.compare.load_tier_results` gives them (read here
-    when not given).
+    ``results_root``: the results folder to read (None: the folders :func:`runners.result_files.read_roots`
+    names, by default the reference store overlaid by the local one); ``loaded``: the tier's results files as
+    :func:`runners.compare.load_tier_results` gives them (read here when not given).
     """
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
-    records = load_step_rates(results_root) if spec.runner.startswith("train.") else []
+    records = step_rates(results_root) if spec.runner.startswith("train.") else []
     lines = [f"# {spec.table}: {spec.title}", ""]
     judged = {}  # tier -> (verdicts, cells measured by more than one of its results files)
     for tier in TIERS:
@@ -275,7 +307,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
         judged[tier] = (verdicts, repeated_cells(expected, docs, tier, verdicts))
     top = next((t for t in reversed(TIERS) if loaded[t]), None)  # the most faithful tier that has run
     if top is not None:
-        lines += glance_lines(top, loaded[top], *judged[top])
+        lines += glance_lines(top, loaded[top], *judged[top], tiers={t: judged[t][0] for t in TIERS if loaded[t]})
     for tier in reversed(TIERS):  # what each run tier shows and does not show
         if spec.shown.get(tier) and loaded[tier]:
             lines += [f"**What the {tier} tier shows:** {spec.shown[tier].strip()}", ""]
@@ -308,12 +340,13 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
             lines += ["Results files (each cell is judged by the newest file that measured it; `[n]` in a cell "
                       "names its file):", ""]
             for i in used:
-                lines += [f"{i + 1}. `{files[i][0]}`: measured on {_env_line(files[i][1])}."]
+                lines += [f"{i + 1}. `{files[i][0]}` ({_store(files[i][0])}): measured on {_env_line(files[i][1])}."]
                 lines += [f"   {line}" for line in overrides_lines(files[i][1]) + drift_lines(spec, tier, files[i][1])
                           if line]
             lines += [""]
         else:
-            lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}`.", "",
+            lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}` "
+                      f"({_store(files[used[0]][0])}).", "",
                       *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
         lines += gpu_time_lines(spec.id, tier, files, verdicts, records)
@@ -330,7 +363,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path,
             lines += _draw(spec, expected, tier, [files[i] for i in used], out_dir)
             plotted = True
         lines += ["<details><summary>Every cell with its check and the reason for its verdict</summary>", "",
-                  _details(verdicts, numbered), "", "</details>", ""]
+                  _details(verdicts, numbered, files), "", "</details>", ""]
     write_text_atomic(out_dir / f"{spec.id}.md", "\n".join(lines))
     return out
 
@@ -375,14 +408,35 @@ def _index_source(spec: Spec, tier: str, files: list[tuple[Path, dict]], verdict
     return f" (data: {', '.join(data)}; on: {', '.join(cards)})"
 
 
-def report_all(out_dir: Path | None = None, results_root: Path | None = None) -> Path:
-    """Reports for every spec and the index tables/README.md; returns the index path.
+def _sources_text(results_root: Path | None) -> str:
+    """Which results a report read, for the index: the stores (or the folder) and their folders."""
+    if results_root is not None:
+        return f"{result_files.store_of(Path(results_root) / 'x' / 'y.json')}: `{Path(results_root).as_posix()}/`"
+    roots = result_files.read_roots()
+    if len(roots) > 1:
+        return "the reference results overlaid by the local ones: " + ", ".join(
+            f"{name} `{folder.as_posix()}/`" for name, folder in roots) + "; each cell judged by the newest file"
+    (name, folder), = roots
+    return f"{name}: `{folder.as_posix()}/`"
 
+
+def _index_stores(files: list[tuple[Path, dict]], verdicts: list[CellVerdict] | None) -> str:
+    """' [local]', ' [reference]' or ' [local + reference]' for the index: the stores of the results files that
+    gave the tier's verdicts ('' where none did)."""
+    used = sorted({v.result for v in verdicts or [] if v.result is not None})
+    stores = sorted({result_files.store_of(files[i][0]) for i in used})
+    return f" [{' + '.join(stores)}]" if stores else ""
+
+
+def report_all(out_dir: Path | None = None, results_root: Path | None = None) -> Path:
+    """Reports for every spec and the index <out_dir>/README.md; returns the index path.
+
+    ``out_dir``: default :func:`reports_dir` (local/tables/, or tables/ for the reference store alone);
+    ``results_root``: one results folder to read, default the folders of :func:`runners.result_files.read_roots`.
     Every results file is read and checked before anything is written: a corrupt one stops the report with a
     one-line :class:`ResultsError` naming it.
     """
-    out_dir = out_dir or TABLES_DIR
-    results_root = results_root or results_mod.RESULTS_DIR
+    out_dir = out_dir or reports_dir()
     specs = [load_spec(path) for path in spec_paths()]
     loaded = {spec.id: {t: load_tier_results(spec.id, t, results_root) for t in TIERS} for spec in specs}
     rows = []
@@ -391,7 +445,7 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
         rows.append([f"[{spec.id}]({spec.id}.md)", f"{spec.paper.upper()} {spec.table}", spec.title,
                      f"`make {spec.make}`" if spec.make else f"`ssm-repro run {spec.path}`",
                      *[_index_counts(verdicts[t]) + _index_source(spec, t, loaded[spec.id][t], verdicts[t])
-                       for t in TIERS]])
+                       + _index_stores(loaded[spec.id][t], verdicts[t]) for t in TIERS]])
     spec_ids = {spec.id for spec in specs}
     for path in sorted(Path("expected").glob("*.yaml")):
         if path.stem in spec_ids:
@@ -401,12 +455,15 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
         rows.append([f"[{path.stem}]({path.stem}.md)", f"{expected['paper'].upper()} {path.stem}",
                      expected["title"], "no spec yet", *["NOT-RUN"] * len(TIERS)])
     index = ["# Reproduction reports", "",
-             "One line per table; generated by `python -m runners report` from the results files only. Counts "
+             "One line per table; generated by `python -m runners report` from the results files only "
+             f"({_sources_text(results_root)}). Counts "
              "per tier: the paper's claims by verdict, then context rows (prior work's numbers the suite does not "
              "rerun) and sanity checks (they guard the machinery), counted apart; then, for training tables, the "
              "data the verdicts were measured on (`release`: the full tier on the dataset's release; `suite`: the "
              "tier's configuration on data the suite makes by the dataset's own procedure; `tier's own`: a smoke or "
-             "budget tier's fixtures, stand-ins or generated data) and the devices that measured them.", "",
+             "budget tier's fixtures, stand-ins or generated data) and the devices that measured them; in "
+             "brackets, the store of the results files behind the verdicts (`reference`: committed under results/; "
+             "`local`: a run of this checkout, under local/results/).", "",
              tabulate(rows, headers=["report", "table", "title", "command", *TIERS], tablefmt="github"), ""]
     extra = sorted(p for p in out_dir.glob("*.md") if p.name != "README.md"
                    and p.stem not in spec_ids | {p.stem for p in Path("expected").glob("*.yaml")})

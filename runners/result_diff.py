@@ -1,4 +1,5 @@
 """``compare RESULT_A RESULT_B``: two results files of one spec side by side, the change per cell, regressions.
+(``compare SPEC``: A and B are the spec's newest results files in the reference store and the local store.)
 
 A cell regresses when B is worse than A by more than ``threshold`` relative to |A|, in the direction of the
 expected cell's ``better`` (expected/<id>.yaml: higher or lower), or when A measured a number and B did not: an

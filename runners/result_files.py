@@ -18,6 +18,12 @@ what is allowed (:class:`ResultsError`; the command line exits 2):
 The files of one (spec, tier) are ordered by the time they record (``finished``, else ``started``; a file that
 records neither by its name's stamp), newest first -- never by their names alone, so a copy named
 ``20991231T000000_smoke.json`` outranks nothing (and, dated in the future, is refused).
+
+Two stores hold results files (:mod:`runners.results`): the reference store ``results/`` (committed) and the local
+store ``local/results/`` (a researcher's runs, git-ignored). By default (:data:`READ_FROM` None) a tier's files are
+those of both stores, ordered together by the time they record: a newer local run of a cell is what judges it, and
+the cells it did not run keep the reference's verdict. :func:`store_of` names the store a file came from.
+``--results reference`` / ``--results local`` read one store, ``--results DIR`` one folder (:func:`read_roots`).
 """
 from __future__ import annotations
 
@@ -45,11 +51,62 @@ class ResultsError(ValueError):
     the key."""
 
 
+#: the two stores of results files
+REFERENCE, LOCAL = "reference", "local"
+STORES = (REFERENCE, LOCAL)
+
+#: what check / report / list read (``--results``): None, the reference store overlaid by the local one;
+#: "reference" or "local", that store alone; a Path, that folder alone
+READ_FROM: str | Path | None = None
+
+
 def results_root() -> Path:
-    """The folder of results files now in use (``results/``, ``$SSM_RESULTS_DIR`` or ``--results DIR``)."""
+    """The reference store's folder (``results/``, or ``$SSM_RESULTS_DIR``)."""
     from . import results as results_mod
 
     return results_mod.RESULTS_DIR
+
+
+def store_root(store: str) -> Path:
+    """The results folder of ``store`` ("reference": ``results/``; "local": ``local/results/``)."""
+    from . import results as results_mod
+
+    if store == REFERENCE:
+        return results_mod.RESULTS_DIR
+    if store == LOCAL:
+        return results_mod.local_results_dir()
+    raise ValueError(f"no results store named {store!r}; allowed: {', '.join(STORES)}")
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    return Path(a) == Path(b) or Path(a).resolve() == Path(b).resolve()
+
+
+def read_roots(read_from: str | Path | None = None) -> list[tuple[str, Path]]:
+    """The (store name, results folder) pairs that check / report / list read: both stores by default
+    (:data:`READ_FROM` None), one store, or one folder (named "folder <DIR>"); a folder named twice counts once."""
+    choice = READ_FROM if read_from is None else read_from
+    if choice is None:
+        pairs = [(name, store_root(name)) for name in STORES]
+    elif isinstance(choice, str) and choice in STORES:
+        pairs = [(choice, store_root(choice))]
+    else:
+        pairs = [(store_of(Path(choice) / "x" / "y.json"), Path(choice))]
+    out: list[tuple[str, Path]] = []
+    for name, folder in pairs:
+        if not any(_same_folder(folder, seen) for _, seen in out):
+            out.append((name, folder))
+    return out
+
+
+def store_of(path: str | Path) -> str:
+    """The store a results file (``<folder>/<spec id>/<name>.json``) lies in: "reference", "local", or "folder
+    <folder>" for any other folder (``--results DIR``, ``--output DIR``)."""
+    folder = Path(path).parent.parent
+    for name in STORES:
+        if _same_folder(folder, store_root(name)):
+            return name
+    return f"folder {folder}"
 
 
 def _now() -> datetime:
@@ -319,11 +376,11 @@ def load_result(path: str | Path, spec_id: str | None = None, tier: str | None =
 
 # ---------------------------------------------------------------------------------------------- a tier's files
 
-def _spec_dir(spec_id: str, root: Path | None) -> Path | None:
+def _spec_dir(spec_id: str, root: Path) -> Path | None:
     """results/<spec id>/ (None when there is none); a folder that is a symlink or not a folder is refused."""
     if (why := plain_id_error("spec_id", spec_id)) is not None:
         raise ResultsError(f"results of {spec_id!r}: {why}")
-    base = (root or results_root()) / spec_id
+    base = root / spec_id
     try:
         mode = os.lstat(base).st_mode
     except FileNotFoundError:
@@ -342,10 +399,11 @@ def _belongs_to(name: str, tier: str) -> bool:
 
 def result_paths(spec_id: str, tier: str, root: Path | None = None) -> list[Path]:
     """Every results/<spec id>/<stamp>_<tier>[_<suffix>].json by name, newest name first (a listing; the files are
-    judged in the order of the times they record: :func:`load_tier_results`)."""
-    base = (root or results_root()) / spec_id
+    judged in the order of the times they record: :func:`load_tier_results`). Without ``root``: those of every
+    folder :func:`read_roots` names."""
     pattern = result_name(tier)
-    files = [p for p in base.glob(f"*_{tier}*.json") if pattern.match(p.name)]
+    roots = [root] if root is not None else [folder for _, folder in read_roots()]
+    files = [p for base in roots for p in (base / spec_id).glob(f"*_{tier}*.json") if pattern.match(p.name)]
     return sorted(files, key=lambda p: name_key(p, tier), reverse=True)
 
 
@@ -365,9 +423,24 @@ def load_tier_results(spec_id: str, tier: str, root: Path | None = None,
     """Every results file of (spec, tier), each checked by :func:`load_result` against its place, newest first by
     the time it records (``finished``, else ``started``, else its name's stamp; ties by name).
 
+    ``root``: that results folder alone; without it, every folder :func:`read_roots` names (by default the
+    reference store and the local one), their files ordered together by the times they record (at the same time
+    the reference store's first). :func:`store_of` tells which store each path lies in.
+
     Anything under results/<spec id>/ that is not a regular file (a symlink, a FIFO, ...) is refused with one line,
     whether or not its name is a results file's; an entry whose name says another tier is left to that tier.
     """
+    if root is not None:
+        return _folder_results(spec_id, tier, Path(root), expected)
+    loaded = []
+    for name, folder in read_roots():
+        loaded += [(path, doc, name == REFERENCE) for path, doc in _folder_results(spec_id, tier, folder, expected)]
+    order = {path: (recorded_time(path, doc, tier), first, name_key(path, tier)) for path, doc, first in loaded}
+    return [(path, doc) for path, doc, _ in sorted(loaded, key=lambda item: order[item[0]], reverse=True)]
+
+
+def _folder_results(spec_id: str, tier: str, root: Path, expected: dict | None) -> list[tuple[Path, dict]]:
+    """:func:`load_tier_results` of one results folder."""
     base = _spec_dir(spec_id, root)
     if base is None:
         return []

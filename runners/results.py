@@ -1,4 +1,9 @@
-"""Results files: one JSON per run under results/<spec id>/, written atomically, never overwritten."""
+"""Results files: one JSON per run under <store>/<spec id>/, written atomically, never overwritten.
+
+Two stores hold them: the reference store ``results/`` (tracked in git: the results a maintainer commits; its
+reports are ``tables/``; ``$SSM_RESULTS_DIR`` moves it) and the local store ``local/results/`` (git-ignored: a
+researcher's runs; its reports are ``local/tables/``; ``$SSM_LOCAL_DIR`` moves ``local/``). ``run`` writes to the
+local store unless told otherwise (``run --reference``, ``--output DIR``)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +20,20 @@ import torch
 
 from .atomic import write_bytes_new, write_text_atomic  # noqa: F401 (write_text_atomic: re-exported)
 
+#: the reference store: committed results (``results/``, or ``$SSM_RESULTS_DIR``)
 RESULTS_DIR = Path(os.environ.get("SSM_RESULTS_DIR", "results"))
+#: the local store's root (``local/``, or ``$SSM_LOCAL_DIR``): results in ``results/``, reports in ``tables/``
+LOCAL_DIR = Path(os.environ.get("SSM_LOCAL_DIR", "local"))
+
+
+def local_results_dir() -> Path:
+    """The local store's results folder: ``local/results/`` (``$SSM_LOCAL_DIR/results``)."""
+    return LOCAL_DIR / "results"
+
+
+def local_tables_dir() -> Path:
+    """The local store's reports folder: ``local/tables/`` (``$SSM_LOCAL_DIR/tables``)."""
+    return LOCAL_DIR / "tables"
 
 
 def to_json_text(obj: Any) -> str:

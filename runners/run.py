@@ -17,9 +17,10 @@ import torch
 
 from . import registry
 from .data.base import DatasetError, data_root
+from .data.status import raise_for_data_problems
 from .expected import expected_path, load_expected
 from .lockfile import exclusive
-from .results import RESULTS_DIR, environment, utc_now, write_new_result
+from .results import environment, local_results_dir, utc_now, write_new_result
 from .selection import check_data_variant, select_cells, selected_set
 from .spec import ID_PATTERN, Spec, SpecError
 from .train.checkpoint import CheckpointMismatch
@@ -115,7 +116,8 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
              cells: Sequence[str] = (), data: str = "release", deadline: float | None = None,
              write_result: bool = True, units: Sequence[tuple[str, str]] | None = None,
              logs: Sequence[str] = (), restart: bool = False) -> Path | None:
-    """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one).
+    """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one), written under
+    ``results_root`` (default: the local store, local/results/; the reference store results/ only when asked).
 
     ``cells``: glob patterns on "row/column" (runners/selection.py); ``data``: "release" or "suite" (the tier's
     suite-data variant); ``deadline``: a ``time.time()`` value after which training checkpoints and stops
@@ -198,7 +200,9 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "notes": output.notes,
         "problems": output.problems,
     }
-    return write_result_or_recover(spec, tier, result, results_root or RESULTS_DIR)
+    path = write_result_or_recover(spec, tier, result, results_root or local_results_dir())
+    raise_for_data_problems(output.problems, path, f"{spec.id} tier '{tier}'", command_for(spec, tier))  # exit 3 / 2
+    return path
 
 
 def write_result_or_recover(spec: Spec, tier: str, result: dict, results_root: Path) -> Path:

@@ -324,16 +324,17 @@ def test_add_a_table_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert main(["check", spec["id"], "--tier", "smoke"]) == 0
     assert "PASS 2" in capsys.readouterr().out
     assert main(["list"]) == 0
-    assert main(["report"]) == 0
-    report = (tmp_path / "tables" / f"{spec['id']}.md").read_text()
+    assert main(["report"]) == 0  # a researcher's run and report: the local store
+    report = (tmp_path / "local" / "tables" / f"{spec['id']}.md").read_text()
     assert "PASS" in report and "ssm-repro run" in report  # the command to run its other tiers
+    assert "(local store)" in report and not (tmp_path / "results").exists() and not (tmp_path / "tables").exists()
     # the same spec anywhere on disk, run by path, with an override shown in the report
     elsewhere = tmp_path / "mine" / "theorem.yaml"
     elsewhere.parent.mkdir()
     elsewhere.write_text(yaml.safe_dump(spec))
     assert main(["run", str(elsewhere), "--set", "t_max=6.0", "--no-progress"]) == 0
     assert main(["report"]) == 0
-    report = (tmp_path / "tables" / f"{spec['id']}.md").read_text()
+    report = (tmp_path / "local" / "tables" / f"{spec['id']}.md").read_text()
     assert "Settings changed from the spec (`--set`): `t_max=6.0`" in report
 
 

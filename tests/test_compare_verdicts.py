@@ -442,7 +442,7 @@ def test_a_malformed_results_file_is_one_line_or_a_fail(project: Path, capsys, n
     if rc == 2:
         assert rc_report == 2 and len(err.strip().splitlines()) == 1 and str(target) in err
     else:
-        assert rc_report == 0 and "FAIL" in (project / "tables" / "toy.md").read_text()
+        assert rc_report == 0 and "FAIL" in (project / "local" / "tables" / "toy.md").read_text()
 
 
 class _no_error:
@@ -489,7 +489,7 @@ def test_learning_curves_join_every_results_file_that_judges_a_cell(project: Pat
     assert main(["report"]) == 0
     (result,) = drawn
     assert {k: v["history"][0]["val_metric"] for k, v in result["series"].items()} == {"r / c": 10.0, "r / d": 12.0}
-    text = (project / "tables" / "toy.md").read_text()
+    text = (project / "local" / "tables" / "toy.md").read_text()
     assert "The curves come from 2 results files" in text
     assert "`20260102T000000_smoke.json`, `20260101T000000_smoke.json`" in text
 

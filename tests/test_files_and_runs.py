@@ -155,7 +155,7 @@ def test_edited_spec_with_a_checkpoint_is_one_line_and_restart_starts_over(train
     assert "config.lr" in err[0] and "--restart" in err[0] and "tiny_train.yaml" in err[0]
     assert main(["run", "tiny-train", "--no-progress", "--restart"]) == 0
     assert (train_project / "runs" / "tiny-train" / "smoke" / "data").is_dir()  # prepared data kept
-    assert len(list((train_project / "results" / "tiny-train").glob("*_smoke*.json"))) == 2
+    assert len(list((train_project / "local" / "results" / "tiny-train").glob("*_smoke*.json"))) == 2
 
 
 def test_batch_larger_than_the_training_set_is_one_line(train_project: Path, capsys: pytest.CaptureFixture) -> None:
@@ -164,7 +164,7 @@ def test_batch_larger_than_the_training_set_is_one_line(train_project: Path, cap
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "Traceback" not in err[0], err
     assert "tiny_train.yaml" in err[0] and "batch_size: 64" in err[0] and "training set" in err[0]
-    assert not (train_project / "results").exists()
+    assert not (train_project / "results").exists() and not (train_project / "local" / "results").exists()
 
 
 def test_loader_error_reaches_console_and_report(train_project: Path, tmp_path: Path,
@@ -283,6 +283,6 @@ def test_a_run_with_set_trains_in_its_own_folder_and_leaves_the_specs_checkpoint
     assert main(["run", "tiny-train", "--no-progress", "--set", "train.lr=0.02"]) == 0  # resumes its own run
     assert main(["run", "tiny-train", "--no-progress", "--set", "train.lr=0.02", "--restart"]) == 0
     assert base.read_bytes() == before and changed[0].exists()
-    results = sorted((train_project / "results" / "tiny-train").glob("*_smoke*.json"))
+    results = sorted((train_project / "local" / "results" / "tiny-train").glob("*_smoke*.json"))
     assert len(results) == 5
     assert [json.loads(p.read_text())["overrides"] for p in results].count(["train.lr=0.02"]) == 3

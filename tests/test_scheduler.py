@@ -56,7 +56,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _results(project: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((project / "results" / "toytrain").glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted((project / "local" / "results" / "toytrain").glob("*.json"))]
 
 
 # ---- selection and the suite-data variant
@@ -117,7 +117,7 @@ def test_deadline_pauses_and_the_same_command_resumes(project: Path, monkeypatch
         patch.setattr(table, "time", types.SimpleNamespace(time=lambda: 0.0))
         run_mod.run_spec(spec, "smoke", progress=False, data="suite", cells=["A*"], deadline=time.time())
     assert "A (suite data) / Text: 0/2 epochs" in str(paused.value)
-    assert not (project / "results").exists()  # nothing is judged before the cells finish
+    assert not (project / "local" / "results").exists()  # nothing is judged before the cells finish
     metrics = (project / "runs/toytrain/smoke/A_suite_data__Text/metrics.jsonl").read_text().splitlines()
     assert json.loads(metrics[-1])["partial"] is True and json.loads(metrics[-1])["steps"] == 1
     assert main(["run", "toytrain", "--data", "suite", "--cells", "A*", "--no-progress"]) == 0
@@ -204,7 +204,7 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     assert [c["value"] for c in first["cells"]] == [c["value"] for c in second["cells"]]
     from runners.report import report_all
 
-    report_all(project / "tables", project / "results")
+    report_all(project / "tables", project / "local" / "results")
     report = (project / "tables" / "toytrain.md").read_text()
     assert "**Data made by the suite** (`--data suite`): toy" in report
     assert "wall time of the call that wrote it" in report and "training time is in its line below" in report
