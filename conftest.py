@@ -8,8 +8,10 @@ unset the variable themselves.
 from __future__ import annotations
 
 import os
+import resource
+import signal
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -51,3 +53,44 @@ def write_pathfinder_release(tmp: Path, n_per_file: int = 4) -> Path:
 def pathfinder_release() -> Callable[..., Path]:
     """:func:`write_pathfinder_release`, for tests of the Pathfinder loader."""
     return write_pathfinder_release
+
+
+#: seconds one case of the bad-input corpus may take before it fails as a hang
+CASE_SECONDS = 60
+#: bytes of address space one case may add to what the test process holds when the case starts
+CASE_EXTRA_BYTES = 6 << 30
+
+
+def _address_space() -> int | None:
+    """The process's current virtual size in bytes (Linux /proc), or None where it cannot be read."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@pytest.fixture
+def bounded() -> Iterator[None]:
+    """A case of the bad-input corpus runs under a time limit (SIGALRM after CASE_SECONDS) and an address-space limit
+    (CASE_EXTRA_BYTES above the process's size when the case starts; subprocesses inherit it): a hang or a runaway
+    allocation fails the case (TimeoutError, MemoryError) instead of stalling or exhausting the machine."""
+    def _raise(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"took longer than {CASE_SECONDS} s (a hang?)")
+
+    old_handler = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    size = _address_space()
+    if size is not None:
+        limit = size + CASE_EXTRA_BYTES
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)

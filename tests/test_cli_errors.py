@@ -6,6 +6,9 @@ import pytest
 
 import runners.__main__ as cli
 
+#: every case runs under a time and an address-space limit (conftest.py: bounded)
+pytestmark = pytest.mark.usefixtures("bounded")
+
 
 @pytest.mark.parametrize("exc", [RuntimeError("boom\nsecond line"), KeyError("boom"), OSError(28, "No space left")])
 def test_an_unexpected_error_is_one_line_naming_the_command(monkeypatch, capsys, exc):
@@ -38,3 +41,13 @@ def test_ctrl_c_says_the_same_command_resumes(monkeypatch, capsys):
     assert cli.main(["list"]) == cli.EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == ("interrupted; the same command resumes (each training cell from its "
                                               "last checkpoint)")
+
+
+def test_a_runaway_allocation_fails_the_case_instead_of_exhausting_the_machine():
+    """The corpus's address-space limit holds: an allocation beyond it is a MemoryError in the case."""
+    import numpy as np
+
+    from conftest import CASE_EXTRA_BYTES
+
+    with pytest.raises(MemoryError):
+        np.ones(CASE_EXTRA_BYTES + (1 << 30), dtype=np.uint8)

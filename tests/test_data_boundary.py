@@ -36,6 +36,9 @@ from PIL import Image
 from runners.data import download as dl
 from runners.data.base import DatasetError, InsideFolder
 
+#: every case runs under a time and an address-space limit (conftest.py: bounded)
+pytestmark = pytest.mark.usefixtures("bounded")
+
 
 def _one_line(exc_info: pytest.ExceptionInfo, *must: str) -> str:
     """The error is one line (no traceback text) holding every string of ``must`` (the file's name first)."""

@@ -24,6 +24,9 @@ from runners.data.download import DownloadError
 from runners.data.status import MALFORMED, MISSING, DataFileError, data_problem, raise_for_data_problems
 from runners.run import NotRunnable
 
+#: every case runs under a time and an address-space limit (conftest.py: bounded)
+pytestmark = pytest.mark.usefixtures("bounded")
+
 #: task column -> its loader (no ``prepare``: the loader reads $DATA_PATH)
 LOADERS = {
     "sMNIST": {"loader": "mnist", "loader_args": {"cache": False}},

@@ -10,6 +10,9 @@ import pytest
 import runners.run as run_mod
 from runners.__main__ import main
 
+#: every case runs under a time and an address-space limit (conftest.py: bounded)
+pytestmark = pytest.mark.usefixtures("bounded")
+
 
 @pytest.mark.parametrize("case", ["file_in_the_way", "read_only", "parent_is_a_file"])
 def test_an_unwritable_results_folder_keeps_the_values(tmp_path, monkeypatch, capsys, case):

@@ -36,6 +36,9 @@ from runners.glance import glance_lines
 from runners.repeats import repeated_cells
 from runners.result_diff import judge_change
 
+#: every case runs under a time and an address-space limit (conftest.py: bounded)
+pytestmark = pytest.mark.usefixtures("bounded")
+
 REPO = Path(__file__).resolve().parent.parent
 TIERS = ("smoke", "budget", "full")
 
