@@ -1,0 +1,82 @@
+"""CPU: learning curves of training cells in progress, from their metrics.jsonl, beside the papers' values.
+
+    python benchmarks/diagnostics/learning_curves.py \
+        'runs/s4d-table-5/full/S4D-Lin_suite_data__Pathfinder/metrics.jsonl=s4d-table-5:S4D-Lin (suite data) / Pathfinder' \
+        'runs/s4d-table-6/full/S4D_suite_data__Path-X/metrics.jsonl=s4d-table-6:S4D (suite data) / Path-X' \
+        --out curves.png
+
+Each argument is ``METRICS=SPEC:ROW / TASK``: a cell's metrics.jsonl (one line per evaluated epoch, as training
+writes it under runs/) and the cell it belongs to. The report's learning-curve plot (training loss and validation
+metric per epoch, one row of panels per task) is drawn for them, with the paper's value of each cell from the spec's
+expected file as a dashed line: the same plot a results file gets, for runs that have not finished. An epoch cut at a
+deadline (``"partial": true``) is drawn only when it is the last line (where training stands now); the completed
+epoch that replaced it is drawn instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+sys.path.insert(0, os.getcwd())
+
+import runners.train.plots  # noqa: E402,F401  (registers the plot)
+from runners.expected import expected_path, load_expected  # noqa: E402
+from runners.plots import PLOTS  # noqa: E402
+
+
+class UsageError(ValueError):
+    """An argument this script cannot use; the message names it and what is allowed."""
+
+
+def read_history(path: Path) -> list[dict]:
+    """The epochs of a metrics.jsonl: every complete epoch, and a partial one only as the last line."""
+    try:
+        lines = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines() if text.strip()]
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such metrics file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a metrics.jsonl (one JSON object per line): {exc}") from None
+    if not all(isinstance(h, dict) and "epoch" in h for h in lines):
+        raise UsageError(f"{path}: every line must be an object with 'epoch'")
+    return [h for i, h in enumerate(lines) if not h.get("partial") or i == len(lines) - 1]
+
+
+def parse_entry(text: str) -> tuple[Path, str, str]:
+    """``METRICS=SPEC:ROW / TASK`` -> (metrics path, spec id, series name "ROW / TASK")."""
+    path, sep, cell = text.rpartition("=")
+    spec_id, sep2, series = cell.partition(":")
+    if not sep or not sep2 or " / " not in series:
+        raise UsageError(f"{text!r}: expected METRICS=SPEC:ROW / TASK, e.g. "
+                         f"'runs/.../metrics.jsonl=s4d-table-5:S4D-Lin (suite data) / Pathfinder'")
+    return Path(path), spec_id, series
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("entries", nargs="+", help="METRICS=SPEC:ROW / TASK")
+    parser.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    parser.add_argument("--title", default="training in progress", help="the figure's title")
+    args = parser.parse_args(argv)
+    try:
+        series, cells = {}, []
+        for text in args.entries:
+            path, spec_id, name = parse_entry(text)
+            series[name] = {"history": read_history(path)}
+            try:
+                cells += load_expected(expected_path(spec_id))["cells"]
+            except Exception as exc:  # noqa: BLE001 - any unreadable expected file: name it
+                raise UsageError(f"{text!r}: spec {spec_id!r} has no readable expected file ({exc})") from None
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    PLOTS["learning_curves"]({"spec_id": args.title, "tier": "full", "series": series}, args.out, {"cells": cells})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
