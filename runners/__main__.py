@@ -6,6 +6,7 @@
     compare   two results files of one spec side by side, or a spec's newest reference and local results;
               exit 1 when a cell regressed
     list      the specs, their runners and which tiers have results
+    progress  the training cells in progress under runs/: epochs done, validation so far, hours spent and projected
     validate  every spec and expected file
 
 Results and reports live in two stores. The reference store is what the repository commits: results/<spec id>/
@@ -41,11 +42,12 @@ from . import results as results_mod
 from .compare import ResultsError, counts_text, judge_tier, latest_result, load_result, load_tier_results
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
+from .progress import PROGRESS_HEADERS, progress_rows, training_progress
 from .projection import StepRateError, load_step_rates, projection_text, projections
 from .registry import Paused
 from .report import report_all
 from .result_diff import compare_files, regressions
-from .run import NotRunnable, restart_cells, run_spec, tier_config, work_dir_for
+from .run import RUNS_DIR, NotRunnable, restart_cells, run_spec, tier_config, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
 from .selection import cell_name, check_data_variant, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
@@ -363,6 +365,22 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_progress(args: argparse.Namespace) -> int:
+    """``progress``: the training cells with a checkpoint under runs/ (``--runs DIR``), where each stands; exit 2
+    when a checkpoint cannot be read (named in its row)."""
+    runs = Path(args.runs) if args.runs else RUNS_DIR
+    if not runs.is_dir():
+        raise SpecError(f"progress: --runs {runs}: no such folder (training writes its checkpoints under runs/)")
+    ids = [load_spec(find_spec(s)).id for s in args.spec]  # an unknown spec: SpecError naming the known ones
+    cells = training_progress(runs, results_mod.RESULTS_DIR, ids)
+    if not cells:
+        print(f"no training checkpoint under {runs}/<spec>/<tier>/<cell>/" + (f" for {', '.join(args.spec)}"
+                                                                              if args.spec else ""))
+        return 0
+    print(tabulate(progress_rows(cells), headers=PROGRESS_HEADERS))
+    return EXIT_BAD_SPEC if any(c.problem for c in cells) else 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Load every spec and expected file: keys, types and ranges; every spec has an expected file and vice versa;
     ids are unique; every checked cell is one its spec can produce. Every problem is printed, one line each."""
@@ -481,6 +499,16 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list specs, runners and which tiers have results")
     add_results_option(p)
     p.set_defaults(fn=cmd_list)
+    p = sub.add_parser("progress", help="training cells in progress under runs/: epochs done, validation so far, "
+                                        "hours spent and projected",
+                       description="List every training cell with a checkpoint under runs/<spec>/<tier>/<cell>/: "
+                                   "epochs done of the schedule's, the last complete epoch's validation value (and "
+                                   "the one at the last deadline, mid-epoch), the best so far, the training hours "
+                                   "spent and the projected GPU-hours of the whole schedule. No verdicts: check "
+                                   "judges results files.")
+    p.add_argument("spec", nargs="*", help="spec ids (default: every spec with a checkpoint)")
+    p.add_argument("--runs", metavar="DIR", help="read checkpoints under DIR instead of runs/ (e.g. checkpoints/)")
+    p.set_defaults(fn=cmd_progress)
     sub.add_parser("validate", help="validate every spec and expected file").set_defaults(fn=cmd_validate)
     return parser
 

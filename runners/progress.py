@@ -1,0 +1,130 @@
+"""Training cells in progress: where each long run stands, read from its checkpoint under runs/.
+
+``python -m runners progress [SPEC ...] [--runs DIR]`` lists every training cell with a checkpoint under
+``runs/<spec id>/<tier or configuration>/<cell>/`` (or ``DIR``, e.g. ``checkpoints/``): epochs done of the
+schedule's, the last complete epoch's validation value and the best so far, the training time spent (every call
+together) beside the projected GPU-hours of the whole schedule (runners/projection.py, from a measured step rate),
+and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .projection import load_step_rates, projections
+from .spec import SpecError, find_spec, load_spec
+from .train import checkpoint as ckpt_io
+
+SET_MARK = "-set-"  # runs/<spec>/<tier>-set-<key>/: a configuration changed by run --set
+
+
+@dataclass
+class CellProgress:
+    """One training cell's checkpoint, summarized."""
+
+    spec_id: str
+    folder: str  # the tier, or "<tier>-set-<key>"
+    cell: str  # "<row> / <task>", or the cell folder's name when the spec no longer names it
+    epochs_done: int
+    epochs: Optional[int]
+    steps_into_epoch: int
+    last_val: Optional[float]
+    cut_val: Optional[float]  # the evaluation at the last deadline, mid-epoch
+    best: Optional[dict]
+    hours: Optional[float]
+    projected_hours: Optional[float]
+    problem: Optional[str] = None  # why the checkpoint could not be read
+
+    @property
+    def finished(self) -> bool:
+        return self.problem is None and self.epochs is not None and self.epochs_done >= self.epochs
+
+
+def _cell_names(spec_id: str, tier: str) -> dict[str, tuple[str, str]]:
+    """{cell folder name: (row, task)} of every training cell of ``spec_id`` at ``tier`` (both data variants)."""
+    from .run import tier_config
+    from .train.table import TrainTableConfig, _slug
+
+    try:
+        spec = load_spec(find_spec(spec_id))
+    except SpecError:
+        return {}
+    if tier not in spec.tiers:
+        return {}
+    names: dict[str, tuple[str, str]] = {}
+    variants = ["release"] + (["suite"] if spec.tiers[tier].suite_data is not None else [])
+    for data in variants:
+        cfg = tier_config(spec, tier, data)
+        if isinstance(cfg, TrainTableConfig):
+            names.update({f"{_slug(row)}__{_slug(col)}": (row, col) for row in cfg.models for col in cfg.tasks})
+    return names
+
+
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(float(value)) else None
+
+
+def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
+    """The :class:`CellProgress` of ``runs/<spec>/<folder>/<cell>/checkpoint.pt``; an unreadable checkpoint gives one
+    with ``problem`` set (one line naming the file)."""
+    spec_id, folder, cell_dir = path.relative_to(runs).parts[:3]
+    tier = folder.split(SET_MARK)[0]
+    row_task = _cell_names(spec_id, tier).get(cell_dir)
+    cell = f"{row_task[0]} / {row_task[1]}" if row_task else cell_dir
+    empty = CellProgress(spec_id, folder, cell, 0, None, 0, None, None, None, None, None)
+    try:
+        ckpt = ckpt_io.load(path, advice="it cannot be resumed")
+        history = [h for h in ckpt["history"] if isinstance(h, dict)]
+        config, partial = ckpt["config"], ckpt.get("partial") or {}
+        epochs_done, step = int(ckpt["epoch"]), int(ckpt["step"])
+        hours = _number(ckpt.get("elapsed_seconds"))
+    except (ckpt_io.CheckpointMismatch, KeyError, TypeError, ValueError) as exc:
+        empty.problem = f"{path}: {' '.join(str(exc).split())}"
+        return empty
+    projected = None
+    if row_task:
+        for entry in projections(rates, spec_id, tier).values():
+            if entry.get("series") == cell:
+                projected = entry["projected_gpu_hours"]
+    world = int(ckpt.get("world_size") or 1)
+    return CellProgress(
+        spec_id=spec_id, folder=folder, cell=cell, epochs_done=epochs_done, epochs=config.get("epochs"),
+        steps_into_epoch=step, last_val=_number(history[-1].get("val_metric")) if history else None,
+        cut_val=_number(partial.get("val_metric")) if step else None, best=ckpt.get("best"),
+        hours=hours * world / 3600 if hours is not None else None, projected_hours=projected)
+
+
+def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ()) -> list[CellProgress]:
+    """Every cell checkpoint under ``runs`` (those of ``specs`` when given), by spec, folder and cell."""
+    rates = load_step_rates(results_root)
+    found = sorted(Path(runs).glob(f"*/*/*/{ckpt_io.CHECKPOINT_NAME}"))
+    return [summarize(p, Path(runs), rates) for p in found if not specs or p.relative_to(runs).parts[0] in specs]
+
+
+def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:
+    """Table rows: spec, folder, cell, epochs, last validation, best, hours so far, projected hours, state."""
+    def pct(v: Optional[float]) -> str:
+        return f"{v:.2f}" if v is not None else "-"
+
+    rows = []
+    for c in cells:
+        if c.problem:
+            rows.append([c.spec_id, c.folder, c.cell, "-", "-", "-", "-", "-", f"unreadable: {c.problem}"])
+            continue
+        epochs = f"{c.epochs_done} of {c.epochs}" + (f" (+{c.steps_into_epoch} steps)" if c.steps_into_epoch else "")
+        last = pct(c.last_val) + (f" (cut: {pct(c.cut_val)})" if c.cut_val is not None else "")
+        best = c.best if isinstance(c.best, dict) else {}
+        best_text = f"{pct(_number(best.get('val')))} (epoch {best.get('epoch')})" if best.get("val") is not None \
+            else "-"
+        rows.append([c.spec_id, c.folder, c.cell, epochs, last, best_text,
+                     f"{c.hours:.2f}" if c.hours is not None else "-",
+                     f"{c.projected_hours:.1f}" if c.projected_hours is not None else "-",
+                     "finished" if c.finished else "in progress"])
+    return rows
+
+
+PROGRESS_HEADERS = ["spec", "folder", "cell", "epochs done", "last validation", "best validation",
+                    "hours so far", "projected GPU-h", "state"]

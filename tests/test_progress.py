@@ -1,0 +1,75 @@
+"""`progress`: where each training cell with a checkpoint under runs/ stands (a tiny training table trained for real,
+then its checkpoint edited to stand mid-schedule, copied into a --set configuration, or corrupted)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from test_files_and_runs import train_project  # noqa: F401 (the fixture)
+
+from runners.__main__ import main
+
+CELL = Path("runs") / "tiny-train" / "smoke" / "S4__sCIFAR" / "checkpoint.pt"
+
+
+def _progress(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    status = main(["progress", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_finished_cell_is_listed_with_its_schedule_and_validation(train_project: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    capsys.readouterr()
+    status, out, err = _progress(capsys)
+    assert status == 0 and not err
+    row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
+    assert "tiny-train" in row and "smoke" in row and "1 of 1" in row and "finished" in row
+
+
+def test_a_cell_mid_schedule_shows_the_cut_and_its_set_folder(train_project: Path,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    ckpt = torch.load(CELL, weights_only=True)
+    ckpt["config"]["epochs"], ckpt["epoch"], ckpt["step"] = 3, 1, 7
+    ckpt["partial"] = {"epoch": 2, "val_metric": 42.5, "partial": True}
+    ckpt["elapsed_seconds"] = 1800.0
+    moved = Path("runs") / "tiny-train" / "smoke-set-0123456789ab" / "S4__sCIFAR" / "checkpoint.pt"
+    moved.parent.mkdir(parents=True)
+    torch.save(ckpt, moved)
+    capsys.readouterr()
+    status, out, _ = _progress(capsys, "tiny-train")
+    row = next(line for line in out.splitlines() if "smoke-set-0123456789ab" in line)
+    assert status == 0 and "S4 / sCIFAR" in row and "1 of 3 (+7 steps)" in row and "cut: 42.50" in row
+    assert "in progress" in row and "0.5" in row  # 1,800 s of training: 0.5 hours
+
+
+def test_an_unreadable_checkpoint_is_named_in_its_row_and_exits_2(train_project: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    broken = Path("runs") / "tiny-train" / "budget" / "S4__sCIFAR" / "checkpoint.pt"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a checkpoint")
+    capsys.readouterr()
+    status, out, _ = _progress(capsys)
+    assert status == 2
+    assert any("finished" in line and "smoke" in line for line in out.splitlines())  # the good one still listed
+    row = next(line for line in out.splitlines() if "budget" in line)
+    assert "unreadable" in row and "checkpoint.pt" in row
+
+
+@pytest.mark.parametrize("argv, message", [(["no-such-spec"], "no spec named 'no-such-spec'"),
+                                           (["--runs", "no-such-folder"], "--runs no-such-folder: no such folder")])
+def test_bad_arguments_are_one_line(train_project: Path, capsys: pytest.CaptureFixture, argv: list[str],
+                                    message: str) -> None:
+    Path("runs").mkdir(exist_ok=True)
+    status, out, err = _progress(capsys, *argv)
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_no_checkpoint_says_so(train_project: Path, capsys: pytest.CaptureFixture) -> None:
+    Path("runs").mkdir()
+    status, out, _ = _progress(capsys)
+    assert status == 0 and "no training checkpoint under runs" in out
