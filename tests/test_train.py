@@ -498,6 +498,10 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
     regenerated.info["data_version"] = "pathfinder v2"
     with pytest.raises(CheckpointMismatch, match=r"task\.data_version: checkpoint None, now 'pathfinder v2'"):
         train(lambda: PoolClassifier(d=8), regenerated, cfg, tmp_path, CPU, progress=False, model_config={"d": 8})
+    rescaled = majority_task()  # the same examples with its inputs scaled another way (a loader's normalize)
+    rescaled.info["values"] = "(x - 127.5) / 127.5 in [-1, 1]"
+    with pytest.raises(CheckpointMismatch, match=r"task\.values: checkpoint None, now '\(x - 127\.5\)"):
+        train(lambda: PoolClassifier(d=8), rescaled, cfg, tmp_path, CPU, progress=False, model_config={"d": 8})
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointMismatch, match="cannot be read"):
         train(lambda: PoolClassifier(d=8), task, cfg, tmp_path, CPU, progress=False, model_config={"d": 8})

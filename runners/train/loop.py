@@ -470,11 +470,13 @@ def _seed_everything(seed: int) -> None:
 
 
 def _task_signature(task: TaskData) -> dict[str, Any]:
-    """What a checkpoint records of its task (compared on resume); the generator's version where it has one."""
-    version = {"data_version": task.info["data_version"]} if "data_version" in task.info else {}
+    """What a checkpoint records of its task (compared on resume): its sizes, the generator's version where it has
+    one, and how the inputs are scaled where the loader says (``info["values"]``, e.g. Pathfinder's x / 255 or
+    (x - 127.5) / 127.5): a run never resumes on inputs scaled otherwise than it trained on."""
+    extra = {key: task.info[key] for key in ("data_version", "values") if key in task.info}
     return {"name": task.name, "task_type": task.task_type, "seq_len": task.seq_len, "d_output": task.d_output,
             "n_train": len(task.train), "n_val": len(task.val), "n_test": len(task.test), "dual": task.dual,
-            **version}
+            **extra}
 
 
 def autocast_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
