@@ -255,3 +255,13 @@ def test_train_in_resumes_the_other_tables_run_and_refuses_another_configuration
     (project / "reproductions" / "toytwin.yaml").write_text(yaml.safe_dump(twin))
     with pytest.raises(Exception, match="(?i)checkpoint"):
         run_mod.run_spec(load_spec("reproductions/toytwin.yaml"), "smoke", progress=False, data="suite")
+
+
+def test_gpus_without_the_data_is_not_runnable(project: Path, capsys: pytest.CaptureFixture) -> None:
+    """`run --gpus` on data that is not there ends as `run` does: the results file written with the cells not run,
+    exit 3 (cannot run here), the message saying what is missing."""
+    assert main(["run", "toytrain", "--gpus", "0"]) == 3
+    err = capsys.readouterr().err
+    assert "NOT-RUN" in err and "data missing" in err
+    (result,) = _results(project)
+    assert result["cells"] and all(c["value"] is None for c in result["cells"])
