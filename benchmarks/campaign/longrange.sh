@@ -1,0 +1,65 @@
+#!/bin/bash
+# The long-range cells on one four-GPU machine for a fixed stretch of time, resumable: for time-limited allocations
+# (a batch job's wall clock, a lent machine). Run from the repository root:
+#
+#   benchmarks/campaign/longrange.sh MINUTES OUTDIR [EXTRA_RUNS] [--tests]
+#
+#   GPU 1: S4D Table 5, S4D-Lin (suite data) / Pathfinder-32, 200 epochs
+#   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
+#          machine: --tests runs the GPU tests there meanwhile)
+#   EXTRA_RUNS: a file of further Pathfinder-32 runs, one per line "GPU|ROW|RUN OPTIONS" (e.g.
+#          "0|S4-LegS (suite data)|--set tasks.Pathfinder.train.amp=none"), each training in its own --set folder
+#          (run --train-only; several may share a GPU; '#' starts a comment)
+#
+# Checkpoints: $CAMPAIGN_RESUME_FROM (a folder a previous call's pack went to, if set) and then checkpoints/ are
+# copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s later if still going, e.g.
+# still preparing data), then the two main cells' checkpoints are packed (runners.train.transfer) with the logs, the
+# metrics of every run and `runners progress` into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x).
+set -u
+MIN=$1; OUTDIR=$2; EXTRA=${3:-}; TESTS=${4:-}
+[ "$EXTRA" = "--tests" ] && { EXTRA=""; TESTS="--tests"; }
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+START=$(date +%s); HARD=$((MIN * 60 + 75))
+LOG=${CAMPAIGN_LOGS:-/tmp/campaign_logs}; mkdir -p "$LOG" "$OUTDIR"; STAGE=$(mktemp -d)
+echo "call start $(date -u +%FT%TZ) minutes $MIN extra runs [${EXTRA}]" >> "$LOG/calls.txt"
+nvidia-smi --query-gpu=index,name,memory.used --format=csv >> "$LOG/calls.txt" 2>&1
+mkdir -p runs
+if [ -n "${CAMPAIGN_RESUME_FROM:-}" ] && [ -f "$CAMPAIGN_RESUME_FROM/transfer_manifest.json" ]; then
+  UNPACKED=$(mktemp -d)
+  python3 -m runners.train.transfer unpack "$CAMPAIGN_RESUME_FROM" "$UNPACKED" >> "$LOG/calls.txt" 2>&1 \
+    && cp -rn "$UNPACKED/." runs/
+fi
+cp -rn checkpoints/s4d-table-5 checkpoints/s4d-table-6 runs/ 2>/dev/null
+RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-progress --reference"
+
+$RUN s4d-table-5 --cells 'S4D-Lin (suite data)/Pathfinder' --gpus 1 --stop-after-minutes "$MIN" \
+  >> "$LOG/pathfinder.log" 2>&1 &
+$RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
+if [ -n "$TESTS" ]; then
+  CUDA_VISIBLE_DEVICES=2 timeout 300 python3 -m pytest -q -x -ra tests/test_fftconv.py tests/test_mixed_precision.py \
+    tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 &
+fi
+extra_run() {  # GPU, row, options
+  echo "extra run on GPU $1: $2 $3 ($(date -u +%T))" >> "$LOG/extra_runs.log"
+  eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN s4d-table-5 --train-only --cells '$2/Pathfinder' $3 \
+    --stop-after-minutes $MIN" >> "$LOG/extra_runs.log" 2>&1
+}
+if [ -n "$EXTRA" ]; then
+  while IFS='|' read -r gpu row opts; do
+    [ -n "$gpu" ] && [ "${gpu:0:1}" != "#" ] && extra_run "$gpu" "$row" "$opts" &
+  done < "$EXTRA"
+fi
+wait
+
+python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" --cells 's4d-table-5/full/*' --cells 's4d-table-6/full/*' \
+  >> "$LOG/calls.txt" 2>&1
+for f in runs/*/full*/*/metrics.jsonl runs/*/full*/logs/*; do
+  [ -f "$f" ] && { d="$LOG/runs/$(dirname "$f")"; mkdir -p "$d"; cp "$f" "$d/"; }
+done
+touch -d "@$START" "$STAGE/.start"
+find results -type f -newer "$STAGE/.start" -exec cp --parents {} "$LOG/" \; 2>/dev/null
+python3 -m runners progress > "$LOG/progress_$(date -u +%H%M).txt" 2>&1
+echo "call end $(date -u +%FT%TZ)" >> "$LOG/calls.txt"
+cp -r "$LOG" "$STAGE/logs"
+tar cf - -C "$STAGE" ckpt logs | split -b 15m -d - "$OUTDIR/campaign.tar.part"
+ls -la "$OUTDIR"; tail -n 4 "$LOG"/*.log 2>/dev/null
