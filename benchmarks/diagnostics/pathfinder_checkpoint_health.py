@@ -45,7 +45,11 @@ def load_checkpoint(path: Path) -> dict:
     """The checkpoint's dict; UsageError unless it is a Pathfinder / Path-X cell's checkpoint."""
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint file")
-    ckpt = torch.load(path, weights_only=True, map_location="cpu")
+    try:
+        ckpt = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - whatever torch.load refuses: name the file
+        raise UsageError(f"{path}: cannot be read as a checkpoint ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]})") from None
     task = ckpt.get("task", {}) if isinstance(ckpt, dict) else {}
     if not str(task.get("name", "")).startswith("pathfinder") or "model_config" not in ckpt:
         raise UsageError(f"{path}: not a Pathfinder / Path-X training checkpoint (task {task.get('name')!r}); "

@@ -1,0 +1,97 @@
+"""The long-range campaign's CPU diagnostics: benchmarks/diagnostics/pathfinder_checkpoint_health.py on a small
+Pathfinder checkpoint (eval vs train-mode accuracy, the norms' parameters, BatchNorm running vs batch statistics) and
+benchmarks/diagnostics/learning_curves.py on metrics.jsonl files (seconds)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ssm_core import SequenceModel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script(name: str):
+    """A diagnostics script as a module."""
+    key = f"diagnostics_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / "diagnostics" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def _checkpoint(path: Path, task_name: str = "pathfinder32") -> None:
+    """A checkpoint as training writes it, of a small model on Pathfinder-32 (untrained weights), its first
+    BatchNorm's running statistics set far from any input's."""
+    config = {"arch": "ssm", "pool": "mean", "d_model": 8, "n_layers": 1, "norm": "batch", "prenorm": True,
+              "layer": {"d_state": 4, "mode": "s4d", "init": "lin", "bidirectional": True, "output": "glu"}}
+    model = SequenceModel(d_input=1, d_output=2, **{k: v for k, v in config.items() if k != "arch"})
+    model.blocks[0].norm.running_mean.fill_(100.0)
+    torch.save({"format": 1, "config": {"epochs": 3}, "model_config": config, "model": model.state_dict(),
+                "task": {"name": task_name, "seq_len": 1024, "d_output": 2}, "epoch": 1, "step": 5,
+                "global_step": 15, "partial": {"val_metric": 50.0, "train_metric": 61.0}}, path)
+
+
+def test_checkpoint_health_reports_both_modes_and_the_running_statistics(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "checkpoint.pt"
+    _checkpoint(path)
+    assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "16", "--stats-n", "16", "--batch", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 2 (as metrics.jsonl counts) at step 5" in out and "logged at this point: val 50.0" in out
+    assert "eval  mode: accuracy" in out and "train mode: accuracy" in out
+    assert "blocks.0.norm.weight" in out and "encoder.weight" in out
+    first = next(line for line in out.splitlines() if line.strip().startswith("blocks.0.norm ") and "running" in line)
+    shift = float(first.rsplit("max", 1)[1])  # |running mean - mean| / std: the set offset shows, far above 1
+    assert shift > 10
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: None, "no such checkpoint file"),
+    (lambda p: p.write_bytes(b"not a checkpoint"), "cannot be read as a checkpoint"),
+    (lambda p: _checkpoint(p, task_name="listops"), "not a Pathfinder / Path-X training checkpoint"),
+])
+def test_checkpoint_health_refuses_what_it_cannot_diagnose(tmp_path: Path, capsys: pytest.CaptureFixture, make,
+                                                           message: str) -> None:
+    path = tmp_path / "checkpoint.pt"
+    make(path)
+    assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "8"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def _metrics(path: Path, lines: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_learning_curves_draws_cells_in_progress(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    script = _script("learning_curves")
+    epochs = [{"epoch": e, "train_loss": 0.7 - 0.1 * e, "val_metric": 50.0 + 10 * e} for e in (1, 2)]
+    cut = {"epoch": 3, "train_loss": 0.4, "val_metric": 49.0, "partial": True}
+    metrics = _metrics(tmp_path / "a.jsonl", [*epochs, {**cut, "epoch": 2}, cut])  # a mid-file partial is replaced
+    assert [h["epoch"] for h in script.read_history(metrics)] == [1, 2, 3]
+    out = tmp_path / "curves.png"
+    assert script.main([f"{metrics}=s4d-table-5:S4D-Lin (suite data) / Pathfinder", "--out", str(out)]) == 0
+    assert out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("just-a-path.jsonl", "expected METRICS=SPEC:ROW / TASK"),
+    ("{missing}=s4d-table-5:S4D-Lin (suite data) / Pathfinder", "no such metrics file"),
+    ("{bad}=s4d-table-5:S4D-Lin (suite data) / Pathfinder", "not a metrics.jsonl"),
+    ("{good}=no-such-spec:A / B", "has no readable expected file"),
+])
+def test_learning_curves_bad_entries_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, entry: str,
+                                                  message: str) -> None:
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    _metrics(tmp_path / "good.jsonl", [{"epoch": 1, "train_loss": 0.6, "val_metric": 55.0}])
+    entry = entry.format(missing=tmp_path / "none.jsonl", bad=tmp_path / "bad.jsonl", good=tmp_path / "good.jsonl")
+    assert _script("learning_curves").main([entry, "--out", str(tmp_path / "x.png")]) == 2
+    assert message in capsys.readouterr().err
