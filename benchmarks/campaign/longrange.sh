@@ -6,7 +6,7 @@
 #
 #   GPU 1: S4D Table 5, S4D-Lin (suite data) / Pathfinder-32, 200 epochs
 #   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
-#          machine: --tests runs the GPU tests there meanwhile)
+#          machine: --tests runs the GPU tests and records the step rates of the other Path-X rows there meanwhile)
 #   EXTRA_RUNS: a file of further Pathfinder-32 runs, one per line "GPU|ROW|RUN OPTIONS" (e.g.
 #          "0|S4-LegS (suite data)|--set tasks.Pathfinder.train.amp=none"), each training in its own --set folder
 #          (run --train-only; several may share a GPU; '#' starts a comment)
@@ -35,9 +35,14 @@ RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-p
 $RUN s4d-table-5 --cells 'S4D-Lin (suite data)/Pathfinder' --gpus 1 --stop-after-minutes "$MIN" \
   >> "$LOG/pathfinder.log" 2>&1 &
 $RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
-if [ -n "$TESTS" ]; then
-  CUDA_VISIBLE_DEVICES=2 timeout 300 python3 -m pytest -q -x -ra tests/test_fftconv.py tests/test_mixed_precision.py \
-    tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 &
+if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the GPU tests, then the Path-X rows' step rates
+  ( export CUDA_VISIBLE_DEVICES=2
+    timeout 300 python3 -m pytest -q -x -ra tests/test_fftconv.py tests/test_mixed_precision.py tests/test_layers.py \
+      >> "$LOG/gpu_tests.log" 2>&1
+    for cell in "s4-table-4 Path-X S4" "s4d-table-5 Path-X S4D-Inv" "s4d-table-5 Path-X S4-LegS"; do
+      timeout 150 python3 benchmarks/diagnostics/train_step_profile.py $cell --steps 60 --profile-steps 0 --record \
+        --n-train 160000 >> "$LOG/rates.log" 2>&1
+    done ) &
 fi
 extra_run() {  # GPU, row, options
   echo "extra run on GPU $1: $2 $3 ($(date -u +%T))" >> "$LOG/extra_runs.log"
