@@ -73,15 +73,18 @@ def _address_space() -> int | None:
 
 
 @pytest.fixture
-def bounded() -> Iterator[None]:
-    """A case of the bad-input corpus runs under a time limit (SIGALRM after CASE_SECONDS) and an address-space limit
-    (CASE_EXTRA_BYTES above the process's size when the case starts; subprocesses inherit it): a hang or a runaway
-    allocation fails the case (TimeoutError, MemoryError) instead of stalling or exhausting the machine."""
+def bounded(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A case of the bad-input corpus runs under a time limit (SIGALRM after CASE_SECONDS, or the test module's own
+    CASE_SECONDS) and an address-space limit (CASE_EXTRA_BYTES above the process's size when the case starts;
+    subprocesses inherit it): a hang or a runaway allocation fails the case (TimeoutError, MemoryError) instead of
+    stalling or exhausting the machine."""
+    seconds = getattr(request.module, "CASE_SECONDS", CASE_SECONDS)
+
     def _raise(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"took longer than {CASE_SECONDS} s (a hang?)")
+        raise TimeoutError(f"took longer than {seconds} s (a hang?)")
 
     old_handler = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     size = _address_space()
     if size is not None:

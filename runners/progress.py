@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -42,8 +43,10 @@ class CellProgress:
         return self.problem is None and self.epochs is not None and self.epochs_done >= self.epochs
 
 
+@lru_cache(maxsize=None)
 def _cell_names(spec_id: str, tier: str) -> dict[str, tuple[str, str]]:
-    """{cell folder name: (row, task)} of every training cell of ``spec_id`` at ``tier`` (both data variants)."""
+    """{cell folder name: (row, task)} of every training cell of ``spec_id`` at ``tier`` (both data variants; read
+    once per spec and tier)."""
     from .run import tier_config
     from .train.table import TrainTableConfig, _slug
 
@@ -84,11 +87,8 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
     except (ckpt_io.CheckpointMismatch, KeyError, TypeError, ValueError) as exc:
         empty.problem = f"{path}: {' '.join(str(exc).split())}"
         return empty
-    projected = None
-    if row_task:
-        for entry in projections(rates, spec_id, tier).values():
-            if entry.get("series") == cell:
-                projected = entry["projected_gpu_hours"]
+    by_series = {e.get("series"): e for e in projections(rates, spec_id, tier).values()} if row_task else {}
+    projected = by_series[cell]["projected_gpu_hours"] if cell in by_series else None
     world = int(ckpt.get("world_size") or 1)
     return CellProgress(
         spec_id=spec_id, folder=folder, cell=cell, epochs_done=epochs_done, epochs=config.get("epochs"),
@@ -101,6 +101,7 @@ def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ())
     """Every cell checkpoint under ``runs`` (those of ``specs`` when given), by spec, folder and cell."""
     rates = load_step_rates(results_root)
     found = sorted(Path(runs).glob(f"*/*/*/{ckpt_io.CHECKPOINT_NAME}"))
+    _cell_names.cache_clear()  # the specs as they are now
     return [summarize(p, Path(runs), rates) for p in found if not specs or p.relative_to(runs).parts[0] in specs]
 
 

@@ -411,7 +411,7 @@ def _index_source(spec: Spec, tier: str, files: list[tuple[Path, dict]], verdict
 def _sources_text(results_root: Path | None) -> str:
     """Which results a report read, for the index: the stores (or the folder) and their folders."""
     if results_root is not None:
-        return f"{result_files.store_of(Path(results_root) / 'x' / 'y.json')}: `{Path(results_root).as_posix()}/`"
+        return f"{result_files.store_of_folder(results_root)}: `{Path(results_root).as_posix()}/`"
     roots = result_files.read_roots()
     if len(roots) > 1:
         return "the reference results overlaid by the local ones: " + ", ".join(

@@ -91,7 +91,7 @@ def read_roots(read_from: str | Path | None = None) -> list[tuple[str, Path]]:
     elif isinstance(choice, str) and choice in STORES:
         pairs = [(choice, store_root(choice))]
     else:
-        pairs = [(store_of(Path(choice) / "x" / "y.json"), Path(choice))]
+        pairs = [(store_of_folder(choice), Path(choice))]
     out: list[tuple[str, Path]] = []
     for name, folder in pairs:
         if not any(_same_folder(folder, seen) for _, seen in out):
@@ -99,14 +99,18 @@ def read_roots(read_from: str | Path | None = None) -> list[tuple[str, Path]]:
     return out
 
 
-def store_of(path: str | Path) -> str:
-    """The store a results file (``<folder>/<spec id>/<name>.json``) lies in: "reference", "local", or "folder
-    <folder>" for any other folder (``--results DIR``, ``--output DIR``)."""
-    folder = Path(path).parent.parent
+def store_of_folder(folder: str | Path) -> str:
+    """The store a results folder is: "reference", "local", or "folder <folder>" for any other folder
+    (``--results DIR``, ``--output DIR``)."""
     for name in STORES:
-        if _same_folder(folder, store_root(name)):
+        if _same_folder(Path(folder), store_root(name)):
             return name
     return f"folder {folder}"
+
+
+def store_of(path: str | Path) -> str:
+    """The store a results file (``<folder>/<spec id>/<name>.json``) lies in (:func:`store_of_folder`)."""
+    return store_of_folder(Path(path).parent.parent)
 
 
 def _now() -> datetime:

@@ -95,3 +95,14 @@ def test_learning_curves_bad_entries_are_one_line(tmp_path: Path, capsys: pytest
     entry = entry.format(missing=tmp_path / "none.jsonl", bad=tmp_path / "bad.jsonl", good=tmp_path / "good.jsonl")
     assert _script("learning_curves").main([entry, "--out", str(tmp_path / "x.png")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_autocast_agreement_reports_the_output_and_the_gradients(capsys: pytest.CaptureFixture) -> None:
+    script = _script("autocast_agreement")
+    assert script.main(["--rows", "S4D-Lin (suite data)", "--batch", "2", "--length", "64", "--worst", "2"]) == 0
+    out = capsys.readouterr().out
+    rel = float(out.split("output rel. error ")[1].split(";")[0])
+    assert 0 < rel < 0.1  # bf16 moves the output, by rounding only
+    assert "median over 66 parameters" in out and len([ln for ln in out.splitlines() if "gradient norm" in ln]) == 2
+    assert script.main(["--rows", "No Such Row"]) == 2
+    assert "not a training cell" in capsys.readouterr().err

@@ -36,8 +36,8 @@ if "test.verdicts" not in registry.RUNNERS:
         return registry.RunOutput(cells=[registry.Cell("r", "c", cfg.value)])
 
 
-def cell(column: str, paper, check: dict, better: str = "higher", row: str = "r", **extra) -> dict:
-    return {"row": row, "column": column, "paper": paper, "std": None, "unit": "u", "better": better,
+def cell(column: str, paper, check: dict, better: str = "higher", row: str = "r", unit: str = "u", **extra) -> dict:
+    return {"row": row, "column": column, "paper": paper, "std": None, "unit": unit, "better": better,
             "source": "toy", "note": None if paper is not None else "not in the paper",
             "checks": {t: check for t in TIERS}, **extra}
 

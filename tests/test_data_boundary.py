@@ -25,6 +25,8 @@ import urllib.error
 import urllib.request
 import wave
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +40,18 @@ from runners.data.base import DatasetError, InsideFolder
 
 #: every case runs under a time and an address-space limit (conftest.py: bounded)
 pytestmark = pytest.mark.usefixtures("bounded")
+
+
+@contextmanager
+def peak_allocation() -> Iterator[list[int]]:
+    """The peak of Python allocations (tracemalloc) inside the block, in bytes: ``peak[0]`` once the block exits."""
+    peak = [0]
+    tracemalloc.start()
+    try:
+        yield peak
+    finally:
+        peak[0] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
 
 
 def _one_line(exc_info: pytest.ExceptionInfo, *must: str) -> str:
@@ -212,15 +226,10 @@ def test_mnist_gzip_bomb_stops_at_the_header_size(tmp_path: Path) -> None:
             f.write(comp.compress(block))
         f.write(comp.flush())
     assert path.stat().st_size < 2 << 20
-    tracemalloc.start()
-    try:
-        with pytest.raises(DatasetError) as err:
-            read_idx(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with peak_allocation() as peak, pytest.raises(DatasetError) as err:
+        read_idx(path)
     _one_line(err, path.name, "more data than its header")
-    assert peak < 16 << 20, f"read_idx allocated {peak} bytes for a 10-image file"
+    assert peak[0] < 16 << 20, f"read_idx allocated {peak[0]} bytes for a 10-image file"
 
 
 @pytest.mark.parametrize("header, must", [
@@ -270,15 +279,10 @@ def test_pathfinder_png_header_is_checked_before_decoding(pathfinder_release,
     folder = pathfinder_release(tmp_path)
     path = folder / "imgs" / "1" / "sample_2.png"
     path.write_bytes(png)
-    tracemalloc.start()
-    try:
-        with pytest.raises(DatasetError) as err:
-            _load_pathfinder(tmp_path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with peak_allocation() as peak, pytest.raises(DatasetError) as err:
+        _load_pathfinder(tmp_path)
     _one_line(err, "sample_2.png", must)
-    assert peak < 64 << 20, peak
+    assert peak[0] < 64 << 20, peak[0]
 
 
 def _deep_list_pickle(depth: int) -> bytes:

@@ -21,15 +21,14 @@ import json
 import math
 import os
 import shutil
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from test_compare_verdicts import cell  # also registers the toy runner 'test.verdicts'
 
-from runners import registry
 from runners.__main__ import main
 from runners.compare import judge, judge_tier, load_tier_results
 from runners.glance import glance_lines
@@ -43,25 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 TIERS = ("smoke", "budget", "full")
 
 
-@dataclass
-class _Cfg:
-    value: float = 1.0
-
-
-if "test.tampering" not in registry.RUNNERS:
-    @registry.register("test.tampering", config=_Cfg, kind="analytic")
-    def _runner(cfg: _Cfg, ctx: registry.RunContext) -> registry.RunOutput:
-        return registry.RunOutput(cells=[registry.Cell("r", "c", cfg.value)])
-
-
 # ------------------------------------------------------------------------------------------------------ helpers
-
-def cell(column: str, paper: Any, check: dict, better: str = "higher", row: str = "r", unit: str = "u",
-         **extra: Any) -> dict:
-    return {"row": row, "column": column, "paper": paper, "std": None, "unit": unit, "better": better,
-            "source": "toy", "note": None if paper is not None else "not in the paper",
-            "checks": {t: check for t in TIERS}, **extra}
-
 
 def write_expected(root: Path, cells: list[dict], table: str = "toy") -> None:
     doc = {"table": table, "paper": "s4", "title": "toy", "source": "nowhere",
@@ -124,7 +105,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "results" / "toy").mkdir(parents=True)
     monkeypatch.chdir(root)
     spec = {"id": "toy", "paper": "s4", "table": "Table 0", "title": "toy", "groups": ["analytic"],
-            "runner": "test.tampering", "make": "toy", "tiers": {t: {"device": "cpu", "seed": 0} for t in TIERS}}
+            "runner": "test.verdicts", "make": "toy", "tiers": {t: {"device": "cpu", "seed": 0} for t in TIERS}}
     (root / "reproductions" / "toy.yaml").write_text(yaml.safe_dump(spec))
     write_expected(root, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
                           cell("d", None, {"ordering": {"greater_than": [{"row": "r", "column": "c"}]}})])

@@ -4,7 +4,7 @@ plain (dates, non-text keys, integers beyond a float, self-containing nodes) and
 ``validate`` refuses what ``run`` would refuse only after running, with the same line.
 
 Every case is one line naming the file and the key and what is allowed (the CLI exits 2), never a traceback, a
-hang or a huge allocation: each test runs under an alarm (:func:`guard`), the expansion cases also under a
+hang or a huge allocation: each test runs under an alarm (conftest.py's ``bounded``), the expansion cases also under a
 tracemalloc ceiling, and one case runs the real CLI in a subprocess with a timeout and an address-space limit.
 """
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 import yaml
@@ -28,25 +27,12 @@ from runners.spec import SpecError, load_spec, resolve_includes
 from runners.yamlio import MAX_EXPANDED, YamlError, load_yaml_text, plain_problem
 
 REPO = Path(__file__).resolve().parent.parent
-#: seconds any one test may take before it is stopped as a hang
-ALARM_S = 20
+#: seconds any one test may take before it is stopped as a hang (read by conftest.py's bounded fixture)
+CASE_SECONDS = 20
+#: every case runs under that time limit and an address-space limit (conftest.py: bounded)
+pytestmark = pytest.mark.usefixtures("bounded")
 #: Python allocations (bytes) a refused expansion may make at most
 ALLOC_CEILING = 32 << 20
-
-
-@pytest.fixture(autouse=True)
-def guard() -> Iterator[None]:
-    """Stop a test that hangs: SIGALRM raises in the test after ALARM_S seconds."""
-    def _raise(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"took longer than {ALARM_S} s (a hang?)")
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, ALARM_S)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 SPECS = ("s4d_theorem6", "s4_table6", "_sequences")

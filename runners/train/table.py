@@ -272,12 +272,12 @@ def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path]
                 PREPARERS[prep["preparer"]](root, **args, **extra)
                 done.write_text(repr(record))
                 return root
-            if done.read_text() == repr(record):
+            found = done.read_text()
+            if found == repr(record):
                 return root
-            if home == homes[-1]:
-                raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments or an older "
-                                f"generator ({done.read_text()}); delete that folder to regenerate it with {record}")
-    raise AssertionError("unreachable: the last home returns or raises")
+    # every home holds data prepared otherwise: the last one (the run's own folder) is named
+    raise SpecError(f"tasks.{col}.prepare: {root} holds data prepared with other arguments or an older generator "
+                    f"({found}); delete that folder to regenerate it with {record}")
 
 
 def data_version(task_cfg: dict) -> Optional[str]:
