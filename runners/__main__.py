@@ -234,6 +234,8 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
               f"{tier_spec.seed}" + (f", --set {' '.join(spec.overrides)}" if spec.overrides else "") +
               f"); {len(cells)} of {len(expected['cells'])} cells selected (those its results file is judged "
               f"on); results in {where}/")
+        if spec.overrides:
+            print(f"  trains in {work_dir_for(spec, args.tier)}/ (the folder of this configuration)")
         if tier_spec.device == "cuda" and not torch.cuda.is_available():
             print("  NOT-RUN here: this tier needs a CUDA GPU and none is visible")
         if not cells:

@@ -8,6 +8,7 @@ and whether it finished. Nothing here is a verdict: verdicts come from results f
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,7 +27,7 @@ class CellProgress:
     """One training cell's checkpoint, summarized."""
 
     spec_id: str
-    folder: str  # the tier, or "<tier>-set-<key>"
+    folder: str  # the tier, or "<tier>-set-<key>" and on a second line the --set texts that made it
     cell: str  # "<row> / <task>", or the cell folder's name when the spec no longer names it
     epochs_done: int
     epochs: Optional[int]
@@ -70,11 +71,29 @@ def _number(value: Any) -> Optional[float]:
         and math.isfinite(float(value)) else None
 
 
+def folder_overrides(folder: Path) -> str:
+    """The ``--set`` texts that made a ``<tier>-set-<key>`` folder (its overrides.json), as one line."""
+    from .run import OVERRIDES_NAME
+
+    path = folder / OVERRIDES_NAME
+    if not path.is_file():
+        return f"(no {OVERRIDES_NAME}: overrides not recorded)"
+    try:
+        texts = json.loads(path.read_text(encoding="utf-8"))["set"]
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise TypeError("'set' is not a list of strings")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        return f"({path}: unreadable: {' '.join(str(exc).split())})"
+    return " ".join(f"--set {t}" for t in texts)
+
+
 def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
     """The :class:`CellProgress` of ``runs/<spec>/<folder>/<cell>/checkpoint.pt``; an unreadable checkpoint gives one
     with ``problem`` set (one line naming the file)."""
     spec_id, folder, cell_dir = path.relative_to(runs).parts[:3]
     tier = folder.split(SET_MARK)[0]
+    if SET_MARK in folder:
+        folder = f"{folder}\n{folder_overrides(path.parent.parent)}"
     row_task = _cell_names(spec_id, tier).get(cell_dir)
     cell = f"{row_task[0]} / {row_task[1]}" if row_task else cell_dir
     empty = CellProgress(spec_id, folder, cell, 0, None, 0, None, None, None, None, None)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from . import registry
+from .atomic import write_text_atomic
 from .data.base import DatasetError, data_root
 from .data.status import raise_for_data_problems
 from .expected import expected_path, load_expected
@@ -112,6 +113,17 @@ def work_dir_for(spec: Spec, tier: str) -> Path:
     return RUNS_DIR / spec.id / f"{tier}-set-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}"
 
 
+OVERRIDES_NAME = "overrides.json"  # in a runs/<spec id>/<tier>-set-<key>/ folder: the --set texts that made it
+
+
+def record_overrides(spec: Spec, work_dir: Path) -> None:
+    """Write the ``--set`` texts of a run into its folder (once: the folder's key is the configuration they give),
+    so that ``progress`` and a reader can tell what a ``<tier>-set-<key>`` folder trains."""
+    path = work_dir / OVERRIDES_NAME
+    if spec.overrides and not path.exists():
+        write_text_atomic(path, json.dumps({"set": list(spec.overrides)}, indent=1) + "\n")
+
+
 def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: bool = True, *,
              cells: Sequence[str] = (), data: str = "release", deadline: float | None = None,
              write_result: bool = True, units: Sequence[tuple[str, str]] | None = None,
@@ -147,6 +159,7 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     if restart:
         restart_cells(spec, tier, config, selected_set(selected) if narrowed else None, units)
     work_dir.mkdir(parents=True, exist_ok=True)
+    record_overrides(spec, work_dir)
     ctx = registry.RunContext(spec_id=spec.id, tier=tier, device=device, seed=tier_spec.seed, work_dir=work_dir,
                               data_dir=data_root(), progress=progress,
                               selected=selected_set(selected) if narrowed else None, deadline=deadline,

@@ -27,7 +27,7 @@ def _script(name: str):
     return sys.modules[key]
 
 
-def _checkpoint(path: Path, task_name: str = "pathfinder32") -> None:
+def _checkpoint(path: Path, task_name: str = "pathfinder32", values: str | None = None) -> None:
     """A checkpoint as training writes it, of a small model on Pathfinder-32 (untrained weights), its first
     BatchNorm's running statistics set far from any input's."""
     config = {"arch": "ssm", "pool": "mean", "d_model": 8, "n_layers": 1, "norm": "batch", "prenorm": True,
@@ -35,7 +35,8 @@ def _checkpoint(path: Path, task_name: str = "pathfinder32") -> None:
     model = SequenceModel(d_input=1, d_output=2, **{k: v for k, v in config.items() if k != "arch"})
     model.blocks[0].norm.running_mean.fill_(100.0)
     torch.save({"format": 1, "config": {"epochs": 3}, "model_config": config, "model": model.state_dict(),
-                "task": {"name": task_name, "seq_len": 1024, "d_output": 2}, "epoch": 1, "step": 5,
+                "task": {"name": task_name, "seq_len": 1024, "d_output": 2,
+                         **({"values": values} if values is not None else {})}, "epoch": 1, "step": 5,
                 "global_step": 15, "partial": {"val_metric": 50.0, "train_metric": 61.0}}, path)
 
 
@@ -57,6 +58,7 @@ def test_checkpoint_health_reports_both_modes_and_the_running_statistics(tmp_pat
     (lambda p: None, "no such checkpoint file"),
     (lambda p: p.write_bytes(b"not a checkpoint"), "cannot be read as a checkpoint"),
     (lambda p: _checkpoint(p, task_name="listops"), "not a Pathfinder / Path-X training checkpoint"),
+    (lambda p: _checkpoint(p, values="x / 127 in [0, 2]"), "its task's pixels are 'x / 127 in [0, 2]'; allowed:"),
 ])
 def test_checkpoint_health_refuses_what_it_cannot_diagnose(tmp_path: Path, capsys: pytest.CaptureFixture, make,
                                                            message: str) -> None:
@@ -64,6 +66,28 @@ def test_checkpoint_health_refuses_what_it_cannot_diagnose(tmp_path: Path, capsy
     make(path)
     assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "8"]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("values, flag, shown", [
+    ("x / 255 in [0, 1]", [], "pixels x / 255 in [0, 1]"),
+    ("(x - 127.5) / 127.5 in [-1, 1]", [], "pixels (x - 127.5) / 127.5 in [-1, 1]"),
+    ("(x - 127.5) / 127.5 in [-1, 1]", ["--normalize"], "pixels (x - 127.5) / 127.5 in [-1, 1]"),
+    (None, [], "pixels x / 255 in [0, 1]"),  # written before checkpoints recorded it: the flag decides
+    (None, ["--normalize"], "pixels (x - 127.5) / 127.5 in [-1, 1]"),
+])
+def test_checkpoint_health_scores_on_the_scaling_the_checkpoint_trained_on(tmp_path: Path, capsys, values, flag,
+                                                                           shown: str) -> None:
+    path = tmp_path / "checkpoint.pt"
+    _checkpoint(path, values=values)
+    assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "8", "--stats-n", "8", *flag]) == 0
+    assert shown in capsys.readouterr().out
+
+
+def test_checkpoint_health_refuses_a_scaling_the_checkpoint_contradicts(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "checkpoint.pt"
+    _checkpoint(path, values="x / 255 in [0, 1]")
+    assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "8", "--normalize"]) == 2
+    assert "would score it on inputs it never saw" in capsys.readouterr().err
 
 
 def _metrics(path: Path, lines: list[dict]) -> Path:

@@ -165,6 +165,7 @@ def test_dry_run_lists_cells_and_commands_and_writes_nothing(tmp_path: Path, cap
     out = capsys.readouterr().out
     assert "max error/N=64" in out
     assert "ssm-repro run s4d-theorem-6 --tier smoke --cells 'max error/N=64' --set t_max=4.0" in out
+    assert "trains in runs/s4d-theorem-6/smoke-set-" in out  # where the changed configuration runs
     assert not (tmp_path / "r").exists()
     assert main(["run", "s4-table-2", "--tier", "budget", "--dry-run"]) == 0
     assert "NOT-RUN here: this tier needs a CUDA GPU" in capsys.readouterr().out

@@ -22,6 +22,7 @@ from runners.compare import judge
 from runners.data.base import TaskData
 from runners.expected import expected_path, load_expected
 from runners.registry import RunContext
+from runners.run import tier_config
 from runners.spec import SpecError, load_spec
 from runners.train import table
 from runners.train.table import METRICS, TrainTableConfig, column_name, run_train_table
@@ -219,6 +220,23 @@ def test_every_cell_a_tier_writes_is_in_expected(name, tier, monkeypatch):
     checked = [c for c in expected["cells"] if (c["row"], c["column"]) in produced
                and "not_run" not in c["checks"][tier]]
     assert checked, f"{spec.id}: tier {tier} checks none of the cells it measures"
+
+
+@pytest.mark.parametrize("name", ["s4_table4", "s4d_table5", "s4d_table6"])
+def test_the_full_tier_feeds_pathfinder_and_pathx_pixels_in_minus_one_to_one(name, monkeypatch):
+    """The full tier scales Pathfinder's and Path-X's pixels as the authors' pipeline does (_lra.yaml says why); the
+    smoke and budget tiers keep x / 255, the scaling their committed results used, except S4D Table 6's budget tier,
+    which is the full protocol (it shares the full tier's task). Both data variants."""
+    monkeypatch.chdir(ROOT)
+    spec = load_spec(ROOT / "reproductions" / f"{name}.yaml")
+    for tier, data in [("full", "release"), ("full", "suite"), ("smoke", "release"), ("budget", "release")]:
+        if tier not in spec.tiers or (data == "suite" and spec.tiers[tier].suite_data is None):
+            continue
+        tasks = tier_config(spec, tier, data).tasks
+        for name_, task in tasks.items():
+            if task["loader"] in ("pathfinder", "pathx"):
+                minus_one_to_one = tier == "full" or (name, tier) == ("s4d_table6", "budget")
+                assert task.get("loader_args", {}).get("normalize", False) == minus_one_to_one, (tier, data, name_)
 
 
 def test_pathx_budget_claims_follow_from_its_config(monkeypatch):

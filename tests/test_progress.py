@@ -73,3 +73,33 @@ def test_no_checkpoint_says_so(train_project: Path, capsys: pytest.CaptureFixtur
     Path("runs").mkdir()
     status, out, _ = _progress(capsys)
     assert status == 0 and "no training checkpoint under runs" in out
+
+
+def test_a_set_folder_names_the_overrides_that_made_it(train_project: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress", "--seed", "3"]) == 0
+    capsys.readouterr()
+    status, out, _ = _progress(capsys, "tiny-train")
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "smoke-set-" in line)
+    assert status == 0 and "S4 / sCIFAR" in lines[at] and "--set seed=3" in lines[at + 1]
+
+
+@pytest.mark.parametrize("record, shown", [
+    (None, "no overrides.json: overrides not recorded"),
+    ("not json", "unreadable"),
+    ('{"set": "seed=3"}', "unreadable: 'set' is not a list of strings"),
+    ('{"sets": []}', "unreadable"),
+])
+def test_a_set_folder_without_a_readable_record_says_so(train_project: Path, capsys: pytest.CaptureFixture,
+                                                        record: str | None, shown: str) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    moved = Path("runs") / "tiny-train" / "smoke-set-0123456789ab" / "S4__sCIFAR" / "checkpoint.pt"
+    moved.parent.mkdir(parents=True)
+    moved.write_bytes(CELL.read_bytes())
+    if record is not None:
+        (moved.parent.parent / "overrides.json").write_text(record)
+    capsys.readouterr()
+    status, out, _ = _progress(capsys, "tiny-train")
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "smoke-set-0123456789ab" in line)
+    assert status == 0 and shown in lines[at + 1]

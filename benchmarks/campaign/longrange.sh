@@ -1,20 +1,23 @@
 #!/bin/bash
 # The long-range cells on one four-GPU machine for a fixed stretch of time, resumable: for time-limited allocations
-# (a batch job's wall clock, a lent machine). Run from the repository root:
+# (a batch job, a lent machine). Run from the repository root:
 #
 #   benchmarks/campaign/longrange.sh MINUTES OUTDIR [EXTRA_RUNS] [--tests]
 #
+#   GPU 0: S4D Table 5, S4-LegS (suite data) / Pathfinder-32, 200 epochs (also S4 Table 4's S4 row)
 #   GPU 1: S4D Table 5, S4D-Lin (suite data) / Pathfinder-32, 200 epochs
 #   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
-#          machine: --tests runs the GPU tests and records the step rates of the other Path-X rows there meanwhile)
-#   EXTRA_RUNS: a file of further Pathfinder-32 runs, one per line "GPU|ROW|RUN OPTIONS" (e.g.
-#          "0|S4-LegS (suite data)|--set tasks.Pathfinder.train.amp=none"), each training in its own --set folder
-#          (run --train-only; several may share a GPU; '#' starts a comment)
+#          machine: --tests runs the GPU tests there meanwhile, and the A/B of the training step's float32 and bf16
+#          residual stream when the step profiler offers it)
+#   EXTRA_RUNS: a file of further runs, one per line "GPU|SPEC|CELLS|RUN OPTIONS" (e.g.
+#          "3|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set tasks.Pathfinder.loader_args.normalize=false"),
+#          each training with --train-only in its own --set folder; several may share a GPU; '#' starts a comment
 #
 # Checkpoints: $CAMPAIGN_RESUME_FROM (a folder a previous call's pack went to, if set) and then checkpoints/ are
-# copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s later if still going, e.g.
-# still preparing data), then the two main cells' checkpoints are packed (runners.train.transfer) with the logs, the
-# metrics of every run and `runners progress` into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x).
+# copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s
+# later if still going, e.g. still preparing data), then every checkpoint of the two specs' full tiers (the main
+# cells and the extra runs) is packed (runners.train.transfer) with the logs, the metrics of every run and
+# `runners progress` into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x).
 set -u
 MIN=$1; OUTDIR=$2; EXTRA=${3:-}; TESTS=${4:-}
 [ "$EXTRA" = "--tests" ] && { EXTRA=""; TESTS="--tests"; }
@@ -32,33 +35,33 @@ fi
 cp -rn checkpoints/s4d-table-5 checkpoints/s4d-table-6 runs/ 2>/dev/null
 RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-progress --reference"
 
-$RUN s4d-table-5 --cells 'S4D-Lin (suite data)/Pathfinder' --gpus 1 --stop-after-minutes "$MIN" \
-  >> "$LOG/pathfinder.log" 2>&1 &
+$RUN s4d-table-5 --cells 'S4-LegS (suite data)/Pathfinder' --cells 'S4D-Lin (suite data)/Pathfinder' --gpus 0,1 \
+  --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
 $RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
-if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the GPU tests, then the Path-X rows' step rates
+if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the GPU tests, then the training step's A/B
   ( export CUDA_VISIBLE_DEVICES=2
-    timeout 300 python3 -m pytest -q -x -ra tests/test_fftconv.py tests/test_mixed_precision.py tests/test_layers.py \
-      >> "$LOG/gpu_tests.log" 2>&1
-    for cell in "s4-table-4 Path-X S4" "s4d-table-5 Path-X S4D-Inv" "s4d-table-5 Path-X S4-LegS"; do
-      timeout 150 python3 benchmarks/diagnostics/train_step_profile.py $cell --steps 60 --profile-steps 0 --record \
-        --n-train 160000 >> "$LOG/rates.log" 2>&1
-    done ) &
+    timeout 420 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_fftconv.py \
+      tests/test_mixed_precision.py tests/test_layers.py tests/test_bf16_stream.py >> "$LOG/gpu_tests.log" 2>&1
+    if python3 benchmarks/diagnostics/train_step_profile.py --help 2>/dev/null | grep -q -- --ab-stream; then
+      timeout 120 python3 benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --ab-stream \
+        --steps 60 --profile-steps 0 --record --n-train 160000 >> "$LOG/rates.log" 2>&1
+    fi ) &
 fi
-extra_run() {  # GPU, row, options
-  echo "extra run on GPU $1: $2 $3 ($(date -u +%T))" >> "$LOG/extra_runs.log"
-  eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN s4d-table-5 --train-only --cells '$2/Pathfinder' $3 \
+extra_run() {  # GPU, spec, cells, options
+  echo "extra run on GPU $1: $2 $3 $4 ($(date -u +%T))" >> "$LOG/extra_runs.log"
+  eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN $2 --train-only --cells '$3' $4 \
     --stop-after-minutes $MIN" >> "$LOG/extra_runs.log" 2>&1
 }
 if [ -n "$EXTRA" ]; then
-  while IFS='|' read -r gpu row opts; do
-    [ -n "$gpu" ] && [ "${gpu:0:1}" != "#" ] && extra_run "$gpu" "$row" "$opts" &
+  while IFS='|' read -r gpu spec cells opts; do
+    [ -n "$gpu" ] && [ "${gpu:0:1}" != "#" ] && extra_run "$gpu" "$spec" "$cells" "$opts" &
   done < "$EXTRA"
 fi
 wait
 
-python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" --cells 's4d-table-5/full/*' --cells 's4d-table-6/full/*' \
+python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" --cells 's4d-table-5/full*/*' --cells 's4d-table-6/full*/*' \
   >> "$LOG/calls.txt" 2>&1
-for f in runs/*/full*/*/metrics.jsonl runs/*/full*/logs/*; do
+for f in runs/*/full*/*/metrics.jsonl runs/*/full*/logs/* runs/*/full*/overrides.json; do
   [ -f "$f" ] && { d="$LOG/runs/$(dirname "$f")"; mkdir -p "$d"; cp "$f" "$d/"; }
 done
 touch -d "@$START" "$STAGE/.start"

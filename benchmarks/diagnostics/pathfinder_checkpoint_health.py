@@ -6,8 +6,9 @@
 Each checkpoint (a training cell's ``checkpoint.pt``, loaded with ``weights_only=True``) is rebuilt as the training
 table builds its model and scored on ``n`` fresh images that the suite's generator draws at the checkpoint's
 resolution with ``--seed`` (a seed the specs do not train on; the images are written to a temporary folder and read
-back by the suite's loader, pixels as the full tier feeds them: x / 255, or (x - 127.5) / 127.5 with
-``--normalize``). Printed per checkpoint:
+back by the suite's loader, pixels scaled as the checkpoint's task records they were in training: x / 255 or
+(x - 127.5) / 127.5; ``--normalize`` gives the second for a checkpoint written before runs recorded it). Printed per
+checkpoint:
   * the encoder's and the norms' parameters (mean, largest magnitude): norm weights start at 1, and a weight that
     no gradient reaches shrinks under AdamW's decay by lr * wd per step;
   * accuracy and the logits' spread in eval mode (BatchNorm's running statistics, what validation uses) and in
@@ -32,7 +33,7 @@ from torch import Tensor, nn
 sys.path.insert(0, os.getcwd())
 
 from runners.data.base import TaskData  # noqa: E402
-from runners.data.lra.pathfinder import load_pathfinder  # noqa: E402
+from runners.data.lra.pathfinder import PIXEL_VALUES, load_pathfinder  # noqa: E402
 from runners.data.lra.pathfinder_gen import generate_pathfinder  # noqa: E402
 from runners.train.table import build_model  # noqa: E402
 
@@ -55,6 +56,22 @@ def load_checkpoint(path: Path) -> dict:
         raise UsageError(f"{path}: not a Pathfinder / Path-X training checkpoint (task {task.get('name')!r}); "
                          f"allowed: a checkpoint.pt that a training cell on the pathfinder loader wrote")
     return ckpt
+
+
+def pixel_normalize(path: Path, task_info: dict, flag: bool) -> bool:
+    """Whether the checkpoint's model was fed pixels in [-1, 1] (the loader's ``normalize``), from the scaling its
+    task records; ``flag`` (``--normalize``) decides only for a checkpoint that records none, and may not contradict
+    one that does."""
+    values = task_info.get("values")
+    if values is None:
+        return flag
+    by_values = {text: normalize for normalize, text in PIXEL_VALUES.items()}
+    if values not in by_values:
+        raise UsageError(f"{path}: its task's pixels are {values!r}; allowed: {', '.join(map(repr, by_values))}")
+    if flag and not by_values[values]:
+        raise UsageError(f"{path}: trained on pixels {values!r}, so --normalize ([-1, 1]) would score it on inputs it "
+                         f"never saw; leave --normalize out (the checkpoint's own scaling is used)")
+    return by_values[values]
 
 
 def fresh_images(resolution: int, n: int, seed: int, normalize: bool, folder: Path) -> TaskData:
@@ -132,8 +149,9 @@ def diagnose(path: Path, args: argparse.Namespace, device: torch.device) -> list
     ckpt = load_checkpoint(path)
     task_info = ckpt["task"]
     resolution = math.isqrt(int(task_info["seq_len"]))
+    normalize = pixel_normalize(path, task_info, args.normalize)
     with tempfile.TemporaryDirectory() as tmp:
-        task = fresh_images(resolution, max(args.n, args.stats_n), args.seed, args.normalize, Path(tmp))
+        task = fresh_images(resolution, max(args.n, args.stats_n), args.seed, normalize, Path(tmp))
         x, y = batches(task, max(args.n, args.stats_n), device)
     kwargs = {k: v for k, v in ckpt["model_config"].items() if k != "arch"}
     model = build_model(ckpt["model_config"].get("arch", "ssm"), kwargs, task).to(device)
@@ -146,7 +164,7 @@ def diagnose(path: Path, args: argparse.Namespace, device: torch.device) -> list
             f"{ckpt.get('global_step')}); logged at this point: val {partial.get('val_metric', '-')}, train "
             f"{partial.get('train_metric', '-')}",
             f"fresh images: {args.n} scored, {args.stats_n} for the statistics (generator seed {args.seed}, "
-            f"{'normalized to [-1, 1]' if args.normalize else 'x / 255'}, label 1 in "
+            f"pixels {PIXEL_VALUES[normalize]}, label 1 in "
             f"{100.0 * y[:args.n].float().mean().item():.1f} %)"]
     return head + ["parameters:"] + parameter_lines(model) + ["accuracy:"] + \
         accuracy_lines(model, x[:args.n], y[:args.n], args.batch) + ["BatchNorm statistics:"] + \
@@ -160,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stats-n", type=int, default=256, help="fresh images for the BatchNorm statistics")
     parser.add_argument("--seed", type=int, default=5, help="the generator's seed for the fresh images (default 5)")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--normalize", action="store_true", help="pixels (x - 127.5) / 127.5 instead of x / 255")
+    parser.add_argument("--normalize", action="store_true", help="pixels (x - 127.5) / 127.5 instead of x / 255, for a checkpoint that does not record its scaling")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args(argv)
     for name in ("n", "stats_n", "batch"):

@@ -166,6 +166,10 @@ def split_80_10_10(n: int, seed: int, val_fraction: float = 0.1, test_fraction: 
     return perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:]
 
 
+PIXEL_SCALINGS = {False: (0.0, 255.0), True: (127.5, 127.5)}  # normalize -> (shift, scale): (x - shift) / scale
+PIXEL_VALUES = {False: "x / 255 in [0, 1]", True: "(x - 127.5) / 127.5 in [-1, 1]"}  # what a checkpoint's task records
+
+
 def load_pathfinder(root: Optional[Path] = None, *, resolution: int = 32, split_seed: int = 42,
                     val_fraction: float = 0.1, test_fraction: float = 0.1, normalize: bool = False,
                     workers: int = 8, use_cache: bool = True, name: Optional[str] = None) -> TaskData:
@@ -188,13 +192,13 @@ def load_pathfinder(root: Optional[Path] = None, *, resolution: int = 32, split_
                   lambda: _build(folder, resolution, files, workers, samples), enabled=use_cache)
     images, labels = data["images"], data["labels"]
     tr, va, te = split_80_10_10(labels.numel(), split_seed, val_fraction, test_fraction)
-    shift, scale = (127.5, 127.5) if normalize else (0.0, 255.0)
+    shift, scale = PIXEL_SCALINGS[normalize]
     ds = {k: ImageSequenceDataset(images, labels, idx, shift, scale) for k, idx in (("train", tr), ("val", va),
                                                                                      ("test", te))}
     return TaskData(
         name=name or f"pathfinder{resolution}", train=ds["train"], val=ds["val"], test=ds["test"],
         seq_len=resolution * resolution, d_output=2, d_input=1, collate_fn=stack_collate,
-        info={"path": str(folder), "values": "(x - 127.5) / 127.5 in [-1, 1]" if normalize else "x / 255 in [0, 1]",
+        info={"path": str(folder), "values": PIXEL_VALUES[normalize],
               "split": f"random_split 80/10/10 with seed {split_seed} (S4 code)",
               "skipped_empty_images": int(data["skipped_empty"]),
               "label_balance": float(labels.float().mean()) if labels.numel() else None,
