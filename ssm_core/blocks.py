@@ -1,7 +1,9 @@
 """Residual blocks and backbones (S4 Table 11, S4D Table 12 knobs: depth, H, norm, pre-norm, dropout, pooling)."""
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -10,6 +12,44 @@ from .layers import SSMLayer
 
 NORMS = ("batch", "layer")
 POOLS = ("mean", "last", "none")
+#: the dtypes :func:`residual_stream` may keep a SequenceModel's residual stream in (besides the parameters')
+STREAM_DTYPES = (torch.bfloat16,)
+_STREAM_DTYPE: ContextVar[torch.dtype | None] = ContextVar("ssm_core_residual_stream_dtype", default=None)
+
+
+@contextmanager
+def residual_stream(dtype: torch.dtype | None) -> Iterator[None]:
+    """Within it and under autocast, :class:`SequenceModel` keeps its residual stream in ``dtype`` (one of
+    STREAM_DTYPES; None: the parameters' dtype, the default).
+
+    With bfloat16: the encoder computes in float32 and its output is rounded once to bf16; every block's input and
+    output, the norms' input and output (BatchNorm's statistics, running statistics and affine parameters stay
+    float32, as torch computes a bf16 input with float32 parameters), the residual adds and their gradients are
+    bf16; each SSM layer's convolution reads its bf16 input in place and computes in float32 (the kernel and the
+    FFTs too: :func:`ssm_core.fftconv.fft_conv`), and its position-wise output follows autocast as without the
+    option. The pooled features are reduced in float32. Outside autocast the setting has no effect. The setting
+    is per thread / task (a context variable), like autocast's own.
+
+    Precision: bf16 keeps a value to within 2^-9 of its size, so a feature whose mean is far larger than its spread
+    (an encoder output with a large bias) keeps its spread only to within 2^-9 times that ratio, and the next
+    BatchNorm scales the error up with the spread: how close training stays to float32 depends on the model and the
+    data, and is to be measured on training runs (no spec uses it yet).
+    """
+    if dtype is not None and dtype not in STREAM_DTYPES:
+        raise ValueError(f"residual_stream: dtype={dtype} not allowed; choose None or one of: "
+                         f"{', '.join(str(d) for d in STREAM_DTYPES)}")
+    token = _STREAM_DTYPE.set(dtype)
+    try:
+        yield
+    finally:
+        _STREAM_DTYPE.reset(token)
+
+
+def active_stream_dtype(device_type: str) -> torch.dtype | None:
+    """The residual stream's dtype that :func:`residual_stream` sets, where autocast is on for ``device_type``;
+    None (the parameters' dtype) otherwise."""
+    dtype = _STREAM_DTYPE.get()
+    return dtype if dtype is not None and torch.is_autocast_enabled(device_type) else None
 
 
 def pool_sequence(h: Tensor, pool: str, valid: Tensor | None = None) -> Tensor:
@@ -19,17 +59,22 @@ def pool_sequence(h: Tensor, pool: str, valid: Tensor | None = None) -> Tensor:
     after it). Then 'mean' averages the valid positions only and 'last' takes the last valid one, as the authors'
     LRA pipeline pools padded token sequences (its decoder restricted to each sequence's length); S4 Appendix D.2
     says "mean pooling along the length dimension" and is silent on padding.
+    A half-precision h (a bf16 residual stream) is pooled into float32 (the sums accumulated in float32); 'none'
+    returns h as it is.
     """
+    wide = torch.float32 if h.dtype in (torch.bfloat16, torch.float16) else None
     if pool == "mean":
         if valid is None:
-            return h.mean(dim=1)
-        weights = valid.to(h.dtype).unsqueeze(-1)  # (B, L, 1)
+            return h.mean(dim=1) if wide is None else h.mean(dim=1, dtype=wide)
+        weights = valid.to(wide or h.dtype).unsqueeze(-1)  # (B, L, 1)
         return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
     if pool == "last":
         if valid is None:
-            return h[:, -1]
-        last = (valid.sum(dim=1) - 1).clamp_min(0)  # (B,)
-        return h[torch.arange(h.shape[0], device=h.device), last]
+            out = h[:, -1]
+        else:
+            last = (valid.sum(dim=1) - 1).clamp_min(0)  # (B,)
+            out = h[torch.arange(h.shape[0], device=h.device), last]
+        return out if wide is None else out.to(wide)  # (B, D)
     return h
 
 
@@ -48,6 +93,10 @@ class _BatchNormOverLength(nn.BatchNorm1d):
     The input is normalized as the (B L, H) matrix it is in memory: the same statistics (per feature, over B L
     values) as BatchNorm1d on the (B, H, L) transpose, without the two transposed copies that layout needs in
     the forward and two more in the backward.
+
+    A bfloat16 input (a bf16 residual stream, :func:`residual_stream`) gives a bfloat16 output; the statistics,
+    the running statistics and the affine parameters stay float32 (torch's batch norm on a bf16 input with float32
+    parameters, with or without autocast).
     """
 
     def forward(self, x: Tensor) -> Tensor:
@@ -65,7 +114,10 @@ def make_norm(kind: str, d_model: int) -> nn.Module:
 
 
 class ResidualBlock(nn.Module):
-    """pre-norm: x + drop(layer(norm(x))); post-norm: norm(x + drop(layer(x)))."""
+    """pre-norm: x + drop(layer(norm(x))); post-norm: norm(x + drop(layer(x))).
+
+    Under :func:`residual_stream` (and autocast) the output is in the stream's dtype (already so for a bf16 x
+    with BatchNorm and a linear / GLU output; otherwise rounded once at the end)."""
 
     def __init__(self, layer: SSMLayer, norm: str = "layer", prenorm: bool = True, dropout: float = 0.0):
         super().__init__()
@@ -76,11 +128,13 @@ class ResidualBlock(nn.Module):
     def forward(self, x: Tensor, rate: float = 1.0, mask: Tensor | None = None) -> Tensor:  # (B, L, H)
         """``mask`` (B, L, 1), optional: the layer's input is multiplied by it (zero on padding), so the
         convolution reads no padded position; the residual path is left as it is."""
-        u = self.norm(x) if self.prenorm else x
+        u = self.norm(x) if self.prenorm else x  # (B, L, H)
         if mask is not None:
             u = u * mask
-        y = self.dropout(self.layer(u, rate=rate))
-        return x + y if self.prenorm else self.norm(x + y)
+        y = self.dropout(self.layer(u, rate=rate))  # (B, L, H)
+        out = x + y if self.prenorm else self.norm(x + y)  # (B, L, H)
+        stream = active_stream_dtype(x.device.type)
+        return out if stream is None else out.to(stream)  # (a no-op where out is in the stream's dtype already)
 
     def step(self, x: Tensor, state: Tensor, inplace: bool = False) -> tuple[Tensor, Tensor]:  # (B, H)
         if self.prenorm:
@@ -100,7 +154,10 @@ class SequenceModel(nn.Module):
     padding first, as the authors' code does (its S4 layer multiplies its input by the sequence mask; the papers
     are silent), so the bidirectional kernels' backward half reads no padding.
     Under autocast the encoder, the norms and the residual stream stay in the parameters' dtype; the SSM layers'
-    position-wise projections and the decoder follow autocast (:meth:`SSMLayer.forward`).
+    position-wise projections and the decoder follow autocast (:meth:`SSMLayer.forward`). Within
+    :func:`residual_stream` (torch.bfloat16) under autocast, the encoder's float32 output is rounded once to bf16
+    and the residual stream, the norms' inputs and outputs and the SSM layers' inputs are bf16 (the kernels, the
+    FFT convolutions and the norms' statistics still compute in float32); the pooled features are float32.
     """
 
     def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
@@ -130,6 +187,9 @@ class SequenceModel(nn.Module):
         valid = valid_positions(x, self.pad_id) if self.pool != "none" or self.mask_padding else None  # (B, L)
         with torch.autocast(x.device.type, enabled=False):  # the residual stream in the parameters' dtype
             h = self.encoder(x)  # (B, L, H)
+        stream = active_stream_dtype(x.device.type)
+        if stream is not None:  # the float32 encoder output rounded once
+            h = h.to(stream)  # (B, L, H)
         mask = valid.unsqueeze(-1).to(h.dtype) if self.mask_padding else None  # (B, L, 1)
         for block in self.blocks:
             h = block(h, rate=rate, mask=mask)

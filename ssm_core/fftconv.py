@@ -19,7 +19,11 @@ real pre-activation; its few elementwise ops are torch's whichever ``impl`` is c
 
 The padding is n = 2L: enough for the linear (causal) convolution of an L-long input with a kernel of up
 to L taps, and exactly the circle on which a 2L-long bidirectional kernel (:func:`bidirectional_kernel`) puts
-its negative lags. The passes around the FFTs run as Triton kernels on CUDA (:mod:`ssm_core.fftconv_triton`)
+its negative lags. A bfloat16 input (more than one row) is read in place by the packing pass, which upcasts it to
+float32; the rest computes in float32 and u's gradient is rounded to bfloat16 by the backward's last pass (the
+values of the float32 convolution of the same values, without a cast pass either way).
+
+The passes around the FFTs run as Triton kernels on CUDA (:mod:`ssm_core.fftconv_triton`)
 and as the same formulas in torch elsewhere; choose with ``impl`` or the environment variable ``SSM_FFTCONV``
 ('auto' | 'torch' | 'triton'; 'auto' = Triton on CUDA tensors).
 """
@@ -169,10 +173,16 @@ def _complex_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.complex128 if dtype == torch.float64 else torch.complex64
 
 
-def _input_spectrum(u: Tensor, passes) -> Tensor:
-    """FFT of the rows of u (B, H, L) packed in pairs and zero-padded to n = 2L: (B2, H, n) complex."""
+def _real_dtype(cdtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if cdtype == torch.complex128 else torch.float32
+
+
+def _input_spectrum(u: Tensor, passes, cdtype: torch.dtype | None = None) -> Tensor:
+    """FFT of the rows of u (B, H, L) packed in pairs and zero-padded to n = 2L: (B2, H, n) complex of ``cdtype``
+    (default: that of u's dtype, complex64 for float32 and bfloat16). A bfloat16 u is read as it is: the packing
+    pass upcasts it (exactly) to the spectrum's precision."""
     n = 2 * u.shape[-1]
-    return torch.fft.fft(passes.pack(u.unsqueeze(1), n, _complex_dtype(u.dtype))[:, 0])
+    return torch.fft.fft(passes.pack(u.unsqueeze(1), n, cdtype or _complex_dtype(u.dtype))[:, 0])
 
 
 def kernel_spectrum(k: Tensor, d: Tensor | None, n: int, impl: str) -> Tensor:
@@ -185,15 +195,18 @@ def kernel_spectrum(k: Tensor, d: Tensor | None, n: int, impl: str) -> Tensor:
 def conv_forward(ctx, u: Tensor, kf: Tensor, w: Tensor | None, activation: str, layout: str, impl: str,
                  lk: int, need_grad: bool, out_dtype: torch.dtype | None = None) -> Tensor:
     """act(first L outputs of the circular convolution of u, padded to n = 2L, with the kernel whose spectrum
-    (over n, D folded in) is kf (C, H, n)): (B, C, H, L) in ``layout``, of dtype ``out_dtype`` (default u's; the
-    last pass rounds to it). w: the input's packed spectrum (B2, H, n) or None (computed here). With
-    ``need_grad``, keeps on ``ctx`` what :func:`conv_backward` needs (whose ``grad_out`` may be of any float
-    dtype: it is read in the spectra's precision)."""
+    (over n, D folded in) is kf (C, H, n)): (B, C, H, L) in ``layout``, of dtype ``out_dtype`` (default the
+    spectra's real dtype, float32 for complex64; the last pass rounds to it). u (B, H, L) is of kf's real dtype
+    or bfloat16: a bfloat16 u is read as it is by the packing pass, which upcasts it (exactly) to kf's precision,
+    and its gradient comes back in bfloat16 (the float32 gradient rounded once by the last pass). w: the input's
+    packed spectrum (B2, H, n) or None (computed here). With ``need_grad``, keeps on ``ctx`` what
+    :func:`conv_backward` needs (whose ``grad_out`` may be of any float dtype: it is read in the spectra's
+    precision)."""
     passes = _passes(impl)
     if w is None:
-        w = _input_spectrum(u, passes)  # (B2, H, n): spectra of rows b + i rows b + B2
+        w = _input_spectrum(u, passes, kf.dtype)  # (B2, H, n): spectra of rows b + i rows b + B2
     y = torch.fft.ifft(passes.spectral_fwd(w, kf), norm="forward")  # (B2, C, H, n): packed u * k + D u
-    out = _new_output(u, kf.shape[0], layout, out_dtype)
+    out = _new_output(u, kf.shape[0], layout, out_dtype or _real_dtype(kf.dtype))
     passes.unpack(y, out, activation)
     if need_grad:
         # intermediates (not outputs) kept as attributes so that backward can free them as soon as used
@@ -204,7 +217,8 @@ def conv_forward(ctx, u: Tensor, kf: Tensor, w: Tensor | None, activation: str, 
 
 def conv_backward(ctx, grad_out: Tensor, kf: Tensor, need_u: bool, need_k: bool,
                   s_out: Tensor | None = None) -> tuple[Tensor | None, Tensor | None]:
-    """The gradients of :func:`conv_forward`'s output for u (B, H, L) and for the kernel's spectrum kf (C, H, n)
+    """The gradients of :func:`conv_forward`'s output for u (B, H, L) (in u's dtype: computed in the spectra's
+    precision, a bfloat16 u's rounded once by the last pass) and for the kernel's spectrum kf (C, H, n)
     complex (autograd's convention for a complex tensor; written into ``s_out`` when given), None where not needed.
     :func:`kernel_gradient` turns the second into the gradient of k + d delta_0. Frees the intermediates kept on
     ``ctx`` as it goes."""
@@ -330,18 +344,33 @@ def _spectrum_shape(u: Tensor) -> tuple[int, int, int]:
 
 def input_spectrum(u: Tensor, impl: str | None = None) -> Tensor:
     """The FFT of the input that :func:`fft_conv` needs, without autograd: pass it as ``u_spectrum`` to start the
-    transform early (e.g. before computing the kernel, so the GPU works while the host issues the kernel's ops)."""
+    transform early (e.g. before computing the kernel, so the GPU works while the host issues the kernel's ops).
+    Complex64 for a float32 or half-precision u (a bfloat16 u of more than one row read in place by the packing
+    pass), complex128 for float64."""
     if u.dim() != 3:
         raise ValueError(f"input_spectrum: u must be (B, H, L), got shape {tuple(u.shape)}")
     impl = resolve_impl(impl, u.device)
     with torch.no_grad():
-        u = _as_real_float(u)
-        return torch.fft.rfft(u, n=2 * u.shape[-1]) if u.shape[0] == 1 else _input_spectrum(u, _passes(impl))
+        if u.shape[0] == 1:
+            u = _as_real_float(u)
+            return torch.fft.rfft(u, n=2 * u.shape[-1])
+        u = u if _read_in_place(u) else _as_real_float(u)
+        return _input_spectrum(u, _passes(impl), _complex_dtype(_compute_dtype(u.dtype)))
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 or float64: the precision the convolution computes in for inputs of ``dtype``."""
+    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
 
 
 def _as_real_float(t: Tensor, dtype: torch.dtype | None = None) -> Tensor:
-    dtype = dtype or t.dtype
-    return t.to(dtype if dtype in (torch.float32, torch.float64) else torch.float32)
+    return t.to(_compute_dtype(dtype or t.dtype))
+
+
+def _read_in_place(u: Tensor) -> bool:
+    """Whether the packed path (B > 1) reads u without a cast first: bfloat16 (e.g. a bf16 residual stream); its
+    packing pass upcasts it to the computation's precision."""
+    return u.dtype == torch.bfloat16 and u.shape[0] > 1
 
 
 def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "identity", layout: str = "bchl",
@@ -353,7 +382,11 @@ def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "i
     (causal) or Lk = 2L (bidirectional, from :func:`bidirectional_kernel`, where lag j >= L wraps to the
     negative lag j - 2L); d: (C, H) or None. activation: one of FUSED_ACTIVATIONS. Returns (B, C, H, L); with
     layout 'blch' its memory is (B, L, C, H) contiguous (what a position-wise linear layer wants), with 'bchl'
-    (B, C, H, L) contiguous. Half-precision inputs are computed in float32 (returns float32). u_spectrum: the
+    (B, C, H, L) contiguous. Half-precision inputs are computed in float32 (returns float32): a bfloat16 u of
+    more than one row is read as it is by the first pass, which upcasts it (exactly; no separate cast pass), and
+    its gradient is returned in bfloat16 (the float32 gradient rounded once), the values of the float32
+    convolution of u.float() and of its gradient cast to bfloat16; other half-precision inputs (and one row) are
+    cast to float32 first. The kernel and D are computed in float32 (float64 if k is). u_spectrum: the
     result of :func:`input_spectrum` for this u (optional; computed here if not given). A single row (B = 1)
     takes real-to-complex FFTs and torch's elementwise ops for either ``impl`` (half the spectra's memory).
     out_dtype: the output's dtype (default the computation's float32 / float64), e.g. bfloat16 where a bf16 layer
@@ -374,14 +407,15 @@ def fft_conv(u: Tensor, k: Tensor, d: Tensor | None = None, activation: str = "i
                          f"{', '.join(FUSED_ACTIVATIONS)}")
     if layout not in LAYOUTS:
         raise ValueError(f"fft_conv: layout={layout!r} not allowed; choose one of: {', '.join(LAYOUTS)}")
-    dtype = torch.promote_types(u.dtype, k.dtype)
-    u, k = _as_real_float(u, dtype), _as_real_float(k, dtype)
-    d = None if d is None else d.to(u.dtype)
+    dtype = _compute_dtype(torch.promote_types(u.dtype, k.dtype))  # float32 or float64
+    u = u if _read_in_place(u) and dtype != torch.float64 else u.to(dtype)  # (B, H, L): bf16 or dtype
+    k = k.to(dtype)
+    d = None if d is None else d.to(dtype)
     impl = resolve_impl(impl, u.device)
-    if u_spectrum is not None and (u_spectrum.dtype != _complex_dtype(u.dtype) or
+    if u_spectrum is not None and (u_spectrum.dtype != _complex_dtype(dtype) or
                                    u_spectrum.shape != _spectrum_shape(u)):
         raise ValueError(f"fft_conv: u_spectrum must be input_spectrum(u), of shape {_spectrum_shape(u)} and dtype "
-                         f"{_complex_dtype(u.dtype)}, got {tuple(u_spectrum.shape)} {u_spectrum.dtype}")
+                         f"{_complex_dtype(dtype)}, got {tuple(u_spectrum.shape)} {u_spectrum.dtype}")
     with torch.autocast(u.device.type, enabled=False):
         if u.shape[0] == 1:
             return _FFTConvOneRow.apply(u, k, d, activation, layout, u_spectrum, out_dtype)

@@ -3,7 +3,8 @@
 Memory-bound passes, each reading and writing every element once (B2 = ceil(B / 2); n = 2L):
 
 - ``pack``: rows of x (B, C, H, L) real, any strides -> (B2, C, H, n) complex, rows b and b + B2 as the real
-  and imaginary parts, zero for l >= L; optionally times act'(y) (the activation's derivative, backward).
+  and imaginary parts, zero for l >= L; optionally times act'(y) (the activation's derivative, backward). x may be
+  narrower than the spectrum (bfloat16 into complex64): it is upcast as it is read.
 - ``unpack``: (B2, C, H, n) complex -> act(rows) (B, C, H, L) real, any output strides (l < L only).
 - ``full_spectrum``: the rfft (C, H, n/2 + 1) of a real kernel -> its full spectrum (C, H, n) by Hermitian symmetry,
   plus D, over n (what one complex FFT of the zero-padded real kernel gives, with half its transform work).
@@ -93,7 +94,8 @@ def _pack_kernel(x_ptr, y_ptr, o_ptr, B, B2, C, H, L, NF, s_xb, s_xc, s_xh, s_xl
     m = hm & ((l0 + ll) < L)[None, :] & ((odd == 0) | (p + B2 < B))[None, :]
     base = p.to(tl.int64) * s_xb + c.to(tl.int64) * s_xc + h0.to(tl.int64) * s_xh + l0.to(tl.int64) * s_xl
     src = hh[:, None] * s_xh + (ll * s_xl)[None, :] + (odd.to(tl.int64) * B2 * s_xb)[None, :]
-    val = tl.load(x_ptr + base + src, mask=m, other=0.0)
+    # upcast (exact) to the spectrum's precision where x is narrower (a bfloat16 input); a no-op otherwise
+    val = tl.load(x_ptr + base + src, mask=m, other=0.0).to(o_ptr.dtype.element_ty)
     if HAS_Y:  # times act'(z), z = the packed pre-activation y at the same place
         z = tl.load(y_ptr + row + o_tile, mask=m, other=0.0)
         val = val * _act_grad(z, ACT)
@@ -222,7 +224,8 @@ def _tile(s_h: int, s_l: int) -> tuple[int, int]:
 
 
 def pack(x: Tensor, n: int, cdtype: torch.dtype, y: Tensor | None = None, activation: str = "identity") -> Tensor:
-    """x (B, C, H, L) real, any strides -> (B2, C, H, n) complex [* act'(y), y (B2, C, H, n) complex]."""
+    """x (B, C, H, L) real (float32 / float64, or bfloat16 upcast as read), any strides -> (B2, C, H, n) complex
+    of ``cdtype`` [* act'(y), y (B2, C, H, n) complex], computed in ``cdtype``'s precision."""
     bsz, c, h, length = x.shape
     b2 = (bsz + 1) // 2
     out = torch.empty(b2, c, h, n, dtype=cdtype, device=x.device)

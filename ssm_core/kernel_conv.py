@@ -95,6 +95,6 @@ def kernel_conv(u: Tensor, d: Tensor | None, entry: Entry, params: list[Tensor],
     """act(u * K + D u) for u (B, H, L) real (B > 1), with autograd to u, d and ``params``: (B, C, H, L) in
     ``layout`` ('bchl' | 'blch'). ``entry``: the graphs (:func:`ssm_core.kernels.graphs.lookup`) of K (C, H, Lk)
     from ``params``, with d (C, H); or, with d None, of :func:`spectrum_fn` (its last parameter is d). What
-    :func:`ssm_core.fftconv.fft_conv` (u, K, d, ...) computes; u, d and K share one float dtype, and autocast is
-    off (the caller checks). ``out_dtype``: as :func:`ssm_core.fftconv.fft_conv`'s."""
+    :func:`ssm_core.fftconv.fft_conv` (u, K, d, ...) computes; d and K share one float dtype, u is of it or
+    bfloat16 (read in place and upcast by the packing pass), and autocast is off (the caller checks). ``out_dtype``: as :func:`ssm_core.fftconv.fft_conv`'s."""
     return _KernelConv.apply(u, d, entry, activation, layout, impl, out_dtype, *params)

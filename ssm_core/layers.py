@@ -82,21 +82,30 @@ class SSMLayer(nn.Module):
     def forward(self, x: Tensor, rate: float = 1.0) -> Tensor:
         """Under autocast (mixed precision) the kernel and the FFT convolution run in the parameters' dtype
         (float32) with autocast off, the input cast to it: only the position-wise output (linear or GLU) follows
-        the caller's autocast."""
+        the caller's autocast. A bfloat16 input (a bf16 residual stream, :func:`ssm_core.blocks.residual_stream`)
+        is not cast: the convolution's first pass reads it and upcasts it to float32 (the same values as the cast,
+        without its pass), and its gradient comes back in bfloat16."""
         if torch.is_autocast_enabled(x.device.type):
             # the convolution's last pass writes the dtype the projection computes in (one rounding, no cast pass)
             out_dtype = torch.get_autocast_dtype(x.device.type) if self.output != "none" else None
             with torch.autocast(x.device.type, enabled=False):
-                y = self._convolve(x.to(self.d.dtype), rate, out_dtype)
+                u = x if self._reads_bf16(x) else x.to(self.d.dtype)  # (B, L, H) or (B, H, L)
+                y = self._convolve(u, rate, out_dtype)
         else:
             y = self._convolve(x, rate)
         if self.transposed:  # y: (B, C*H, L)
             return y if self.output == "none" else self._project(y.transpose(-1, -2)).transpose(-1, -2)
         return self._project(y)  # (B, L, C*H) -> (B, L, H)
 
+    def _reads_bf16(self, x: Tensor) -> bool:
+        """Whether the convolution reads x as it is though it is not of the parameters' dtype: a bfloat16 x with
+        float32 parameters (upcast by the convolution's first pass)."""
+        return x.dtype == torch.bfloat16 and self.d.dtype == torch.float32
+
     def _convolve(self, x: Tensor, rate: float, out_dtype: torch.dtype | None = None) -> Tensor:
         """act(u * k + D u) with dropout: (B, L, H) -> (B, L, C*H), or (B, H, L) -> (B, C*H, L) if transposed;
-        in ``out_dtype`` if given (computed in x's dtype, rounded by the last pass)."""
+        in ``out_dtype`` if given (computed in x's dtype, or in float32 for a bfloat16 x with float32 parameters,
+        rounded by the last pass; default the computation's dtype)."""
         u = x if self.transposed else x.transpose(-1, -2)  # (B, H, L), a view: fft_conv reads any strides
         length = u.shape[-1]
         # the D skip and the activation are fused into the FFT convolution; the output is laid out for what
@@ -105,7 +114,7 @@ class SSMLayer(nn.Module):
         y = self._replayed_conv(u, rate, layout, out_dtype)  # (B, C, H, L)
         if y is None:
             # the input's FFT first: on a GPU it runs while the host is still issuing the kernel's many small ops
-            spectrum = input_spectrum(u) if u.dtype == self.d.dtype else None
+            spectrum = input_spectrum(u) if u.dtype == self.d.dtype or self._reads_bf16(u) else None
             k = self._conv_kernel(self.kernel(length, rate=rate))  # (C, H, L) or (C, H, 2L)
             y = fft_conv(u, k, self.d, activation=self.activation_name, layout=layout, u_spectrum=spectrum,
                          out_dtype=out_dtype)
@@ -125,8 +134,8 @@ class SSMLayer(nn.Module):
         """The convolution as one autograd node with the kernel replayed from its CUDA graph
         (:mod:`ssm_core.kernel_conv`), or None where the two-node path runs (CPU, graphs off or not captured yet,
         one row, a kernel computed eagerly)."""
-        if not (u.is_cuda and u.shape[0] > 1 and u.dtype == self.d.dtype in (torch.float32, torch.float64)
-                and graphs.enabled()):
+        if not (u.is_cuda and u.shape[0] > 1 and (u.dtype == self.d.dtype or self._reads_bf16(u))
+                and self.d.dtype in (torch.float32, torch.float64) and graphs.enabled()):
             return None
         length = u.shape[-1]
         parts = self.kernel.graph_parts(length, rate)

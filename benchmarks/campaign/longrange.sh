@@ -7,8 +7,8 @@
 #   GPU 0: S4D Table 5, S4-LegS (suite data) / Pathfinder-32, 200 epochs (also S4 Table 4's S4 row)
 #   GPU 1: S4D Table 5, S4D-Lin (suite data) / Pathfinder-32, 200 epochs
 #   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
-#          machine: --tests runs the GPU tests there meanwhile, and the A/B of the training step's float32 and bf16
-#          residual stream when the step profiler offers it)
+#          machine: --tests times there meanwhile the training step with a float32 and a bf16 residual stream
+#          (amp bf16 vs bf16_stream, alternating in one process), then runs the GPU tests)
 #   EXTRA_RUNS: a file of further runs, one per line "GPU|SPEC|CELLS|RUN OPTIONS" (e.g.
 #          "3|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set tasks.Pathfinder.loader_args.normalize=false"),
 #          each training with --train-only in its own --set folder; several may share a GPU; '#' starts a comment
@@ -38,14 +38,12 @@ RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-p
 $RUN s4d-table-5 --cells 'S4-LegS (suite data)/Pathfinder' --cells 'S4D-Lin (suite data)/Pathfinder' --gpus 0,1 \
   --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
 $RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
-if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the GPU tests, then the training step's A/B
+if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the training step's A/B, then the GPU tests
   ( export CUDA_VISIBLE_DEVICES=2
-    timeout 420 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_fftconv.py \
-      tests/test_mixed_precision.py tests/test_layers.py tests/test_bf16_stream.py >> "$LOG/gpu_tests.log" 2>&1
-    if python3 benchmarks/diagnostics/train_step_profile.py --help 2>/dev/null | grep -q -- --ab-stream; then
-      timeout 120 python3 benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --ab-stream \
-        --steps 60 --profile-steps 0 --record --n-train 160000 >> "$LOG/rates.log" 2>&1
-    fi ) &
+    timeout 150 python3 benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
+      --candidate amp=bf16_stream --profile-steps 6 --output "$LOG/train_step_ab.json" >> "$LOG/train_step_ab.log" 2>&1
+    timeout 330 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_bf16_stream.py \
+      tests/test_fftconv.py tests/test_mixed_precision.py tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 ) &
 fi
 extra_run() {  # GPU, spec, cells, options
   echo "extra run on GPU $1: $2 $3 $4 ($(date -u +%T))" >> "$LOG/extra_runs.log"

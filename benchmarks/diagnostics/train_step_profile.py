@@ -16,6 +16,14 @@ A kernel is put in the part of the first CPU op, from the one that launched it o
 pattern (``PARTS``); kernels run by a CUDA graph replay (the SSM kernel's graph) are "SSM kernel generation".
 ``--set KEY=VALUE`` sets a TrainConfig field (VALUE read as YAML) for the run, e.g. ``--set amp=bf16``.
 
+A same-process A/B: ``--candidate KEY=VALUE`` (repeatable) also times the cell with those fields set on top of the
+``--set`` ones, the two alternated ``--rounds`` times (baseline, candidate, baseline, ...; each a fresh model and
+loop on the same data); each rate is printed, then the median of each and the candidate's step time against the
+baseline's. With ``--profile-steps`` both are profiled. E.g. the bf16 residual stream against today's bf16 step:
+
+    python benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
+        --candidate amp=bf16_stream --profile-steps 6 --output ab.json
+
 ``--record --n-train N`` (the cell's configuration as the spec gives it, no ``--set`` or ``--batch``) also writes a
 step-rate record under ``results/step-rates/`` (``runners/projection.py``): the steady rate and, for each table
 cell the row and task serve (the release row, and the suite-data row where the tier has one), the projected
@@ -27,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -166,6 +175,28 @@ def run_once(model_fn, task: TaskData, cfg: TrainConfig, model_config: dict, ste
         return res, breakdown(prof, profile_steps)
 
 
+def _with_sets(train_dict: dict, sets: list[str]) -> dict:
+    """``train_dict`` with each KEY=VALUE of ``sets`` (VALUE read as YAML)."""
+    out = dict(train_dict)
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"train_step_profile: {item!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _print_profile(prof: dict, label: str) -> None:
+    print(f"  {label}step {prof['step_wall_ms']:.2f} ms under the profiler: GPU busy {prof['gpu_busy_ms']:.2f} ms, "
+          f"idle (host gaps) {prof['host_gaps_ms']:.2f} ms; data loader host time "
+          f"{prof['data_loader_host_ms']:.2f} ms")
+    for part, v in prof["parts_ms"].items():
+        print(f"    {part:40s} {v:8.3f} ms  {100 * v / prof['step_wall_ms']:5.1f} %")
+    print("  top kernels:")
+    for name, v in list(prof["top_kernels_ms"].items())[:15]:
+        print(f"    {v:8.3f} ms  {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(parser)
@@ -173,6 +204,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="training steps of the timed run")
     parser.add_argument("--profile-steps", type=int, default=0, help="steps recorded by the profiler (0: none)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig field")
+    parser.add_argument("--candidate", action="append", default=[], metavar="KEY=VALUE",
+                        help="A/B in this process: also time the cell with this TrainConfig field set (on top of "
+                             "--set), alternating with the baseline, e.g. --candidate amp=bf16_stream")
+    parser.add_argument("--rounds", type=int, default=2, help="with --candidate: how many times the baseline and "
+                        "the candidate are each timed, alternately (default 2)")
     parser.add_argument("--label", default="", help="a name for this run in the output")
     parser.add_argument("--output", default=None, help="JSON file to write")
     parser.add_argument("--progress", action="store_true", help="the loop's progress bar (it reads the loss on the "
@@ -180,15 +216,13 @@ def main() -> None:
     parser.add_argument("--record", action="store_true", help="write a step-rate record under results/step-rates/")
     parser.add_argument("--n-train", type=int, default=None, help="training examples per epoch (with --record)")
     args = parser.parse_args()
-    if args.record and (args.set or args.batch or not args.n_train or args.n_train < 1):
+    if args.record and (args.set or args.candidate or args.batch or not args.n_train or args.n_train < 1):
         raise SystemExit("train_step_profile: --record measures the cell as configured: give --n-train N (>= 1) "
-                         "and no --set or --batch")
+                         "and no --set, --candidate or --batch")
+    if args.rounds < 1:
+        raise SystemExit(f"train_step_profile: --rounds {args.rounds}: expected an integer >= 1")
     model_fn, train_dict, model_config = cell_setup(args.spec, args.task, args.row, args.tier)
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"train_step_profile: --set {item!r}: expected KEY=VALUE")
-        train_dict[key] = yaml.safe_load(value)
+    train_dict = _with_sets(train_dict, args.set)
     if args.batch:
         train_dict["batch_size"] = args.batch
     batch = train_dict["batch_size"]
@@ -196,33 +230,52 @@ def main() -> None:
     train_dict.update(epochs=1, warmup_epochs=0, max_steps_per_epoch=n_steps, checkpoint_every_steps=None,
                       max_minutes=None)
     cfg = TrainConfig.from_dict(train_dict)
+    configs = {"baseline": cfg}
+    if args.candidate:  # built (and checked) before anything is timed
+        configs["candidate"] = TrainConfig.from_dict(_with_sets(train_dict, args.candidate))
     task = synthetic_task(args.task, n_train=batch * n_steps, n_eval=batch)
     out: dict = {"label": args.label, "spec": args.spec, "task": args.task, "row": args.row, "batch": batch,
                  "sets": args.set, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                  "torch": torch.__version__, "code": Path.cwd().name, **git_provenance()}
-    t = time.perf_counter()
-    res, steady = run_once(model_fn, task, cfg, model_config, n_steps, 0, args.progress)
-    out.update(steps=n_steps, steady_steps_per_second=steady, loop_steps_per_second=res.steps_per_second,
-               peak_memory_mb=res.peak_memory_mb, n_params=res.n_params, run_seconds=time.perf_counter() - t)
-    print(f"{args.label or args.row}: {args.spec} {args.row} / {args.task} batch {batch} on {out['device']}: "
-          f"{steady:.2f} steps/s from step {WARMUP_STEPS} to {n_steps} (the loop's own count, its start-up "
-          f"included: {res.steps_per_second:.2f}), peak {res.peak_memory_mb} MiB", flush=True)
+    rates: dict[str, list[float]] = {name: [] for name in configs}
+    for round_ in range(args.rounds if args.candidate else 1):
+        for name, run_cfg in configs.items():
+            t = time.perf_counter()
+            res, steady = run_once(model_fn, task, run_cfg, model_config, n_steps, 0, args.progress)
+            rates[name].append(steady)
+            tag = f"{name} (round {round_ + 1}, amp {run_cfg.amp}) " if args.candidate else ""
+            if name == "baseline" and round_ == 0:
+                out.update(steps=n_steps, steady_steps_per_second=steady,
+                           loop_steps_per_second=res.steps_per_second, peak_memory_mb=res.peak_memory_mb,
+                           n_params=res.n_params, run_seconds=time.perf_counter() - t)
+            elif name == "candidate" and round_ == 0:
+                out["candidate"] = {"sets": args.candidate, "peak_memory_mb": res.peak_memory_mb}
+            print(f"{tag}{args.label or args.row}: {args.spec} {args.row} / {args.task} batch {batch} on "
+                  f"{out['device']}: {steady:.2f} steps/s from step {WARMUP_STEPS} to {n_steps} (the loop's own "
+                  f"count, its start-up included: {res.steps_per_second:.2f}), peak {res.peak_memory_mb} MiB",
+                  flush=True)
+    if args.candidate:
+        base, cand = (statistics.median(rates[name]) for name in ("baseline", "candidate"))
+        out["ab"] = {"rounds": args.rounds, "baseline_steps_per_second": rates["baseline"],
+                     "candidate_steps_per_second": rates["candidate"], "baseline_median": base,
+                     "candidate_median": cand, "step_time_ratio": base / cand}
+        print(f"A/B ({args.rounds} rounds, medians): baseline {base:.2f}, candidate ({' '.join(args.candidate)}) "
+              f"{cand:.2f} steps/s: step time {1e3 / base:.2f} -> {1e3 / cand:.2f} ms "
+              f"({100 * (1 - base / cand):+.1f} % of the baseline's time saved)", flush=True)
     if args.profile_steps:
-        _, prof = run_once(model_fn, task, cfg, model_config, args.profile_steps + 6, args.profile_steps,
-                           args.progress)
-        out["profile"] = prof
-        print(f"  step {prof['step_wall_ms']:.2f} ms under the profiler: GPU busy {prof['gpu_busy_ms']:.2f} ms, "
-              f"idle (host gaps) {prof['host_gaps_ms']:.2f} ms; data loader host time "
-              f"{prof['data_loader_host_ms']:.2f} ms")
-        for part, v in prof["parts_ms"].items():
-            print(f"    {part:40s} {v:8.3f} ms  {100 * v / prof['step_wall_ms']:5.1f} %")
-        print("  top kernels:")
-        for name, v in list(prof["top_kernels_ms"].items())[:15]:
-            print(f"    {v:8.3f} ms  {name}")
+        for name, run_cfg in configs.items():
+            _, prof = run_once(model_fn, task, run_cfg, model_config, args.profile_steps + 6, args.profile_steps,
+                               args.progress)
+            if name == "baseline":
+                out["profile"] = prof
+            else:
+                out["candidate"]["profile"] = prof
+            _print_profile(prof, f"{name}: " if args.candidate else "")
     if args.output:
         Path(args.output).write_text(json.dumps(out, indent=1))
     if args.record:
-        path = record_step_rate(args.spec, args.tier, args.row, args.task, batch, args.n_train, steady, out)
+        path = record_step_rate(args.spec, args.tier, args.row, args.task, batch, args.n_train,
+                                out["steady_steps_per_second"], out)
         print(f"step-rate record: {path}")
 
 

@@ -17,7 +17,11 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 #: validation plateau (S4 paper); step: multiply by step_gamma every step_epochs epochs (S4D BIDMC);
 #: constant: the learning rate as given.
 SCHEDULERS = ("cosine", "plateau", "step", "constant")
-AMP_MODES = ("none", "bf16", "fp16")
+#: none: float32; bf16 / fp16: autocast (the SSM layers' position-wise projections and the decoder in that dtype, the
+#: SSM kernel, the FFT convolution, the norms and the residual stream in float32); bf16_stream: bf16 autocast with
+#: the residual stream, the norms' inputs and outputs and the SSM convolutions' inputs also in bf16 (the kernel, the
+#: FFTs and the norms' statistics still in float32; ssm_core.blocks.residual_stream; SequenceModel models only)
+AMP_MODES = ("none", "bf16", "fp16", "bf16_stream")
 MONITORS = ("val_acc", "val_rmse", "val_loss")
 
 #: Fields that may differ between a checkpoint and the config that resumes it (they do not change
@@ -58,7 +62,7 @@ class TrainConfig:
     step_epochs: Optional[int] = None  # step: decay every this many epochs
     step_gamma: Optional[float] = None  # step: lr multiplier at each decay
     grad_accum: int = 1
-    amp: str = "none"
+    amp: str = "none"  # one of AMP_MODES
     grad_clip: Optional[float] = None  # max global gradient norm
     max_minutes: Optional[float] = None  # wall-clock budget summed over resumed runs
     max_steps_per_epoch: Optional[int] = None

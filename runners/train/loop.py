@@ -13,7 +13,8 @@ What it does, in order:
     depends on what ran before; a resumed epoch skips the batches already done; with ``device_data`` the same
     batches are gathered on the device from a copy of the training set kept there), optimizer steps of
     ``batch_size`` examples split into ``grad_accum`` micro-batches (and over processes under
-    ``torchrun``), optional autocast and gradient clipping, then validation and test evaluation;
+    ``torchrun``), optional autocast (``amp``; with ``bf16_stream`` also a bf16 residual stream) and gradient
+    clipping, then validation and test evaluation (under the same autocast);
   * checkpoints every epoch and every ``checkpoint_every_steps`` steps, appends one line per epoch
     to ``run_dir/metrics.jsonl`` and writes ``run_dir/summary.json``;
   * reports the test score at the best validation epoch, as the papers do.
@@ -57,6 +58,7 @@ from runners.atomic import atomic_path
 from runners.data.base import TaskData
 from runners.results import device_name, git_provenance, write_json_atomic
 from runners.scheduler import CELLS_PER_GPU_ENV
+from ssm_core.blocks import SequenceModel, residual_stream
 from ssm_core.optim import build_optimizer
 
 from . import checkpoint as ckpt_io
@@ -129,13 +131,14 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     model = model_fn().to(device)
     if rank > 0:  # different dropout masks per process
         _seed_everything(cfg.seed + 1_000_003 * rank)
+    check_amp(model, cfg)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas,
                                 decay_1d=cfg.weight_decay_1d)
     LRSchedule.init_groups(optimizer)
     schedule = LRSchedule(cfg, steps_per_epoch, monitor)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
-    amp_dtype = autocast_dtype(cfg)
+    amp_dtype, stream = autocast_dtype(cfg), stream_dtype(cfg)
 
     # ---- state, fresh or from the checkpoint
     epoch, step, global_step = 0, 0, 0  # epochs finished, steps done in the current epoch, steps done
@@ -238,7 +241,8 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 x, y = (_to(t, device) for t in next(batches))
                 last = i == cfg.grad_accum - 1
                 with (net.no_sync() if world > 1 and not last else nullcontext()):
-                    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None), \
+                            residual_stream(stream):
                         out = _forward(net, x, task.dual)
                     loss = _loss_and_accumulate(out, y, task, accum)
                     scaler.scale(loss / cfg.grad_accum).backward()
@@ -341,7 +345,9 @@ def code_segments(segments: list[dict], global_step: int, card: str) -> list[dic
 @torch.no_grad()
 def evaluate(model: nn.Module, dataset: Dataset, task: TaskData, cfg: TrainConfig, device: torch.device,
              info: dist_io.DistInfo, amp_dtype: Optional[torch.dtype] = None) -> tuple[float, float]:
-    """(mean loss, metric) over the whole split; each process takes every world_size-th example."""
+    """(mean loss, metric) over the whole split; each process takes every world_size-th example. Under autocast
+    (``amp_dtype``) the residual stream is that of ``cfg.amp`` (:func:`stream_dtype`)."""
+    stream = stream_dtype(cfg) if amp_dtype is not None else None
     was_training = model.training
     model.eval()
     indices = list(range(info.rank, len(dataset), info.world_size))
@@ -349,7 +355,7 @@ def evaluate(model: nn.Module, dataset: Dataset, task: TaskData, cfg: TrainConfi
     sums = torch.zeros(4, dtype=torch.float64, device=device)
     for x, y in loader:
         x, y = _to(x, device), _to(y, device)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None), residual_stream(stream):
             out = _forward(model, x, task.dual)
         _loss_and_accumulate(out, y, task, sums)
     model.train(was_training)
@@ -481,7 +487,22 @@ def _task_signature(task: TaskData) -> dict[str, Any]:
 
 def autocast_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
     """The autocast dtype of ``cfg.amp`` (None: full precision)."""
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "bf16_stream": torch.bfloat16}.get(cfg.amp)
+
+
+def stream_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
+    """The residual stream's dtype of ``cfg.amp`` under autocast (``ssm_core.blocks.residual_stream``; None: the
+    parameters' dtype)."""
+    return torch.bfloat16 if cfg.amp == "bf16_stream" else None
+
+
+def check_amp(model: nn.Module, cfg: TrainConfig) -> None:
+    """A residual stream in bf16 (``amp: bf16_stream``) needs a model that has one to keep: an ssm_core
+    SequenceModel (its encoder, blocks and norms); other models would silently run plain bf16 autocast."""
+    if stream_dtype(cfg) is not None and not any(isinstance(m, SequenceModel) for m in model.modules()):
+        raise ValueError(f"TrainConfig.amp = {cfg.amp!r} is not allowed for {type(model).__name__}: it keeps the "
+                         f"residual stream of an ssm_core SequenceModel in bf16, and this model has none; use "
+                         f"amp 'bf16'")
 
 
 def best_validation(history: list[dict], monitor: str) -> dict[str, Any]:
