@@ -9,15 +9,17 @@
 #   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
 #          machine: --tests times there meanwhile the training step with a float32 and a bf16 residual stream
 #          (amp bf16 vs bf16_stream, alternating in one process), then runs the GPU tests)
-#   EXTRA_RUNS: a file of further runs, one per line "GPU|SPEC|CELLS|RUN OPTIONS" (e.g.
-#          "3|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set tasks.Pathfinder.loader_args.normalize=false"),
-#          each training with --train-only in its own --set folder; several may share a GPU; '#' starts a comment
+#   EXTRA_RUNS: a file of further runs, one per line "GPU|SPEC|CELLS|RUN OPTIONS[|pack]" (e.g.
+#          "3|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set tasks.Pathfinder.loader_args.normalize=false|pack"),
+#          each training with --train-only in its own --set folder; several may share a GPU; '#' starts a comment;
+#          "pack" brings the run's checkpoint back with the main cells' (the others' stay on the machine, their
+#          metrics come back)
 #
 # Checkpoints: $CAMPAIGN_RESUME_FROM (a folder a previous call's pack went to, if set) and then checkpoints/ are
 # copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s
-# later if still going, e.g. still preparing data), then every checkpoint of the two specs' full tiers (the main
-# cells and the extra runs) is packed (runners.train.transfer) with the logs, the metrics of every run and
-# `runners progress` into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x).
+# later if still going, e.g. still preparing data), then the checkpoints of the main cells and of the extra runs
+# marked "pack" are packed (runners.train.transfer) with the logs, the metrics of every run and `runners progress`
+# into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x; a call brings back at most 64 MiB).
 set -u
 MIN=$1; OUTDIR=$2; EXTRA=${3:-}; TESTS=${4:-}
 [ "$EXTRA" = "--tests" ] && { EXTRA=""; TESTS="--tests"; }
@@ -45,20 +47,25 @@ if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the training s
     timeout 330 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_bf16_stream.py \
       tests/test_fftconv.py tests/test_mixed_precision.py tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 ) &
 fi
-extra_run() {  # GPU, spec, cells, options
+extra_run() {  # GPU, spec, cells, options, "pack" to bring the run's checkpoint back
   echo "extra run on GPU $1: $2 $3 $4 ($(date -u +%T))" >> "$LOG/extra_runs.log"
+  if [ "$5" = "pack" ]; then  # its --set folder, as run --dry-run names it
+    eval "python3 -m runners run $2 --tier full --data suite --train-only --cells '$3' $4 --dry-run" \
+      | sed -n 's#^  trains in runs/\(.*\)/ (the folder.*#\1/*#p' >> "$STAGE/pack_globs"
+  fi
   eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN $2 --train-only --cells '$3' $4 \
     --stop-after-minutes $MIN" >> "$LOG/extra_runs.log" 2>&1
 }
 if [ -n "$EXTRA" ]; then
-  while IFS='|' read -r gpu spec cells opts; do
-    [ -n "$gpu" ] && [ "${gpu:0:1}" != "#" ] && extra_run "$gpu" "$spec" "$cells" "$opts" &
+  while IFS='|' read -r gpu spec cells opts keep; do
+    [ -n "$gpu" ] && [ "${gpu:0:1}" != "#" ] && extra_run "$gpu" "$spec" "$cells" "$opts" "${keep:-}" &
   done < "$EXTRA"
 fi
 wait
 
-python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" --cells 's4d-table-5/full*/*' --cells 's4d-table-6/full*/*' \
-  >> "$LOG/calls.txt" 2>&1
+PACK=(--cells 's4d-table-5/full/*' --cells 's4d-table-6/full/*')
+[ -f "$STAGE/pack_globs" ] && while read -r glob; do PACK+=(--cells "$glob"); done < "$STAGE/pack_globs"
+python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" "${PACK[@]}" >> "$LOG/calls.txt" 2>&1
 for f in runs/*/full*/*/metrics.jsonl runs/*/full*/logs/* runs/*/full*/overrides.json; do
   [ -f "$f" ] && { d="$LOG/runs/$(dirname "$f")"; mkdir -p "$d"; cp "$f" "$d/"; }
 done
