@@ -111,6 +111,7 @@ def test_learning_curves_draws_cells_in_progress(tmp_path: Path, capsys: pytest.
     ("{missing}=s4d-table-5:S4D-Lin (suite data) / Pathfinder", "no such metrics file"),
     ("{bad}=s4d-table-5:S4D-Lin (suite data) / Pathfinder", "not a metrics.jsonl"),
     ("{good}=no-such-spec:A / B", "has no readable expected file"),
+    ("{good}=s4d-table-5:S4D-Lin (suite data) / Pathfinder| ", "expected METRICS=SPEC:ROW / TASK"),
 ])
 def test_learning_curves_bad_entries_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, entry: str,
                                                   message: str) -> None:
@@ -119,6 +120,24 @@ def test_learning_curves_bad_entries_are_one_line(tmp_path: Path, capsys: pytest
     entry = entry.format(missing=tmp_path / "none.jsonl", bad=tmp_path / "bad.jsonl", good=tmp_path / "good.jsonl")
     assert _script("learning_curves").main([entry, "--out", str(tmp_path / "x.png")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_learning_curves_labels_runs_of_one_cell_against_its_paper_value(tmp_path: Path, monkeypatch,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    script = _script("learning_curves")
+    drawn = {}
+    monkeypatch.setitem(script.PLOTS, "learning_curves", lambda result, out, expected: drawn.update(
+        series=result["series"], cells=expected["cells"]))
+    metrics = _metrics(tmp_path / "a.jsonl", [{"epoch": 1, "train_loss": 0.6, "val_metric": 55.0}])
+    cell = "s4d-table-5:S4-LegS (suite data) / Pathfinder"
+    assert script.main([f"{metrics}={cell}|float32", f"{metrics}={cell}|bf16", "--out", str(tmp_path / "c.png")]) == 0
+    assert set(drawn["series"]) == {"S4-LegS (suite data), float32 / Pathfinder",
+                                    "S4-LegS (suite data), bf16 / Pathfinder"}
+    paper = {(c["row"], c["column"]): c.get("paper") for c in drawn["cells"]}
+    assert paper[("S4-LegS (suite data), float32", "Pathfinder")] == paper[("S4-LegS (suite data)", "Pathfinder")]
+    assert paper[("S4-LegS (suite data), bf16", "Pathfinder")] == 94.20  # S4D Table 5, S4-LegS row, Pathfinder
+    assert script.main([f"{metrics}={cell}|bf16", f"{metrics}={cell}|bf16", "--out", str(tmp_path / "d.png")]) == 2
+    assert "a second run named" in capsys.readouterr().err
 
 
 def test_autocast_agreement_reports_the_output_and_the_gradients(capsys: pytest.CaptureFixture) -> None:

@@ -5,8 +5,9 @@
         'runs/s4d-table-6/full/S4D_suite_data__Path-X/metrics.jsonl=s4d-table-6:S4D (suite data) / Path-X' \
         --out curves.png
 
-Each argument is ``METRICS=SPEC:ROW / TASK``: a cell's metrics.jsonl (one line per evaluated epoch, as training
-writes it under runs/) and the cell it belongs to. The report's learning-curve plot (training loss and validation
+Each argument is ``METRICS=SPEC:ROW / TASK`` or ``METRICS=SPEC:ROW / TASK|LABEL``: a cell's metrics.jsonl (one line
+per evaluated epoch, as training writes it under runs/), the cell it belongs to and, for runs of one cell with
+different settings, a label that tells them apart (drawn as "ROW, LABEL / TASK", against the cell's paper value). The report's learning-curve plot (training loss and validation
 metric per epoch, one row of panels per task) is drawn for them, with the paper's value of each cell from the spec's
 expected file as a dashed line: the same plot a results file gets, for runs that have not finished. An epoch cut at a
 deadline (``"partial": true``) is drawn only when it is the last line (where training stands now); the completed
@@ -45,14 +46,21 @@ def read_history(path: Path) -> list[dict]:
     return [h for i, h in enumerate(lines) if not h.get("partial") or i == len(lines) - 1]
 
 
-def parse_entry(text: str) -> tuple[Path, str, str]:
-    """``METRICS=SPEC:ROW / TASK`` -> (metrics path, spec id, series name "ROW / TASK")."""
+def parse_entry(text: str) -> tuple[Path, str, str, str]:
+    """``METRICS=SPEC:ROW / TASK[|LABEL]`` -> (metrics path, spec id, cell "ROW / TASK", label or "")."""
     path, sep, cell = text.rpartition("=")
     spec_id, sep2, series = cell.partition(":")
-    if not sep or not sep2 or " / " not in series:
-        raise UsageError(f"{text!r}: expected METRICS=SPEC:ROW / TASK, e.g. "
-                         f"'runs/.../metrics.jsonl=s4d-table-5:S4D-Lin (suite data) / Pathfinder'")
-    return Path(path), spec_id, series
+    series, _, label = series.partition("|")
+    if not sep or not sep2 or " / " not in series or (_ and not label.strip()):
+        raise UsageError(f"{text!r}: expected METRICS=SPEC:ROW / TASK or METRICS=SPEC:ROW / TASK|LABEL, e.g. "
+                         f"'runs/.../metrics.jsonl=s4d-table-5:S4D-Lin (suite data) / Pathfinder|float32'")
+    return Path(path), spec_id, series, label.strip()
+
+
+def labelled(series: str, label: str) -> str:
+    """The series name "ROW, LABEL / TASK" of a labelled run of the cell "ROW / TASK" ("ROW / TASK" without one)."""
+    row, _, task = series.rpartition(" / ")
+    return f"{row}, {label} / {task}" if label else series
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,12 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         series, cells = {}, []
         for text in args.entries:
-            path, spec_id, name = parse_entry(text)
+            path, spec_id, cell, label = parse_entry(text)
+            name = labelled(cell, label)
+            if name in series:
+                raise UsageError(f"{text!r}: a second run named {name!r}; tell them apart with |LABEL")
             series[name] = {"history": read_history(path)}
             try:
-                cells += load_expected(expected_path(spec_id))["cells"]
+                spec_cells = load_expected(expected_path(spec_id))["cells"]
             except Exception as exc:  # noqa: BLE001 - any unreadable expected file: name it
                 raise UsageError(f"{text!r}: spec {spec_id!r} has no readable expected file ({exc})") from None
+            row = cell.rpartition(" / ")[0]
+            cells += spec_cells + [{**c, "row": name.rpartition(" / ")[0]} for c in spec_cells
+                                   if label and c.get("row") == row]  # the paper's value for the labelled run
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
