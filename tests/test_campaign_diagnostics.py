@@ -136,6 +136,10 @@ def test_learning_curves_labels_runs_of_one_cell_against_its_paper_value(tmp_pat
     paper = {(c["row"], c["column"]): c.get("paper") for c in drawn["cells"]}
     assert paper[("S4-LegS (suite data), float32", "Pathfinder")] == paper[("S4-LegS (suite data)", "Pathfinder")]
     assert paper[("S4-LegS (suite data), bf16", "Pathfinder")] == 94.20  # S4D Table 5, S4-LegS row, Pathfinder
+    pathx = "s4d-table-6:S4D (suite data) / Path-X"  # a transposed table: the row is the expected cell's column
+    assert script.main([f"{metrics}={pathx}|x/255", "--out", str(tmp_path / "p.png")]) == 0
+    paper = {(c["row"], c["column"]): c.get("paper") for c in drawn["cells"]}
+    assert paper[("Path-X", "S4D (suite data), x/255")] == 92.12  # S4D Table 6, Path-X, S4D column
     assert script.main([f"{metrics}={cell}|bf16", f"{metrics}={cell}|bf16", "--out", str(tmp_path / "d.png")]) == 2
     assert "a second run named" in capsys.readouterr().err
 

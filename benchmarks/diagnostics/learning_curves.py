@@ -81,9 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spec_cells = load_expected(expected_path(spec_id))["cells"]
             except Exception as exc:  # noqa: BLE001 - any unreadable expected file: name it
                 raise UsageError(f"{text!r}: spec {spec_id!r} has no readable expected file ({exc})") from None
-            row = cell.rpartition(" / ")[0]
-            cells += spec_cells + [{**c, "row": name.rpartition(" / ")[0]} for c in spec_cells
-                                   if label and c.get("row") == row]  # the paper's value for the labelled run
+            row, new_row = cell.rpartition(" / ")[0], name.rpartition(" / ")[0]
+            cells += spec_cells
+            if label:  # the paper's value for the labelled run (a transposed table holds the row as its column)
+                cells += [{**c, "row": new_row} for c in spec_cells if c.get("row") == row]
+                cells += [{**c, "column": new_row} for c in spec_cells if c.get("column") == row]
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
