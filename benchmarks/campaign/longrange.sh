@@ -42,10 +42,10 @@ $RUN s4d-table-5 --cells 'S4-LegS (suite data)/Pathfinder' --cells 'S4D-Lin (sui
 $RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
 if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the training step's A/B, then the GPU tests
   ( export CUDA_VISIBLE_DEVICES=2
-    timeout 150 python3 benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
+    timeout -s INT 180 python3 benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
       --candidate amp=bf16_stream --profile-steps 6 --output "$LOG/train_step_ab.json" >> "$LOG/train_step_ab.log" 2>&1
-    timeout 330 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_bf16_stream.py \
-      tests/test_fftconv.py tests/test_mixed_precision.py tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 ) &
+    timeout -s INT 300 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_bf16_stream.py \
+      tests/test_mixed_precision.py tests/test_fftconv.py tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 ) &
 fi
 extra_run() {  # GPU, spec, cells, options, "pack" to bring the run's checkpoint back
   echo "extra run on GPU $1: $2 $3 $4 ($(date -u +%T))" >> "$LOG/extra_runs.log"
