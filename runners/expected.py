@@ -320,5 +320,17 @@ def load_expected(path: Path) -> dict:
     return doc
 
 
+def series_cell(expected: dict | None, row: str, task: str) -> dict | None:
+    """The expected cell of a training series "<row> / <task>": its test column (<task>, "<task> accuracy" or
+    "<task> rmse"), also in a transposed table (row and column swapped); None where the file has none."""
+    if not expected:
+        return None
+    cells = {(c["row"], c["column"]): c for c in expected["cells"]}
+    for key in ((row, task), (row, f"{task} accuracy"), (row, f"{task} rmse"), (task, row)):
+        if key in cells:
+            return cells[key]
+    return None
+
+
 def expected_path(spec_id: str, root: Path | None = None) -> Path:
     return (root or EXPECTED_DIR) / f"{spec_id}.yaml"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .projection import load_step_rates, projections
+from .expected import expected_path, load_expected, series_cell
 from .spec import SpecError, find_spec, load_spec
 from .train import checkpoint as ckpt_io
 
@@ -38,6 +39,7 @@ class CellProgress:
     hours: Optional[float]
     projected_hours: Optional[float]
     problem: Optional[str] = None  # why the checkpoint could not be read
+    paper: Optional[float] = None  # the paper's value of the cell (its expected file), for comparison only
 
     @property
     def finished(self) -> bool:
@@ -64,6 +66,15 @@ def _cell_names(spec_id: str, tier: str) -> dict[str, tuple[str, str]]:
         if isinstance(cfg, TrainTableConfig):
             names.update({f"{_slug(row)}__{_slug(col)}": (row, col) for row in cfg.models for col in cfg.tasks})
     return names
+
+
+@lru_cache(maxsize=None)
+def _expected_of(spec_id: str) -> Optional[dict]:
+    """The expected file of ``spec_id`` (read once per spec; None where it cannot be read)."""
+    try:
+        return load_expected(expected_path(spec_id))
+    except SpecError:
+        return None
 
 
 def _number(value: Any) -> Optional[float]:
@@ -110,6 +121,7 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
     projected = by_series[cell]["projected_gpu_hours"] if cell in by_series else None
     world = int(ckpt.get("world_size") or 1)
     return CellProgress(
+        paper=_number((series_cell(_expected_of(spec_id), *row_task) or {}).get("paper")) if row_task else None,
         spec_id=spec_id, folder=folder, cell=cell, epochs_done=epochs_done, epochs=config.get("epochs"),
         steps_into_epoch=step, last_val=_number(history[-1].get("val_metric")) if history else None,
         cut_val=_number(partial.get("val_metric")) if step else None, best=ckpt.get("best"),
@@ -120,31 +132,33 @@ def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ())
     """Every cell checkpoint under ``runs`` (those of ``specs`` when given), by spec, folder and cell."""
     rates = load_step_rates(results_root)
     found = sorted(Path(runs).glob(f"*/*/*/{ckpt_io.CHECKPOINT_NAME}"))
-    _cell_names.cache_clear()  # the specs as they are now
+    _cell_names.cache_clear()  # the specs and expected files as they are now
+    _expected_of.cache_clear()
     return [summarize(p, Path(runs), rates) for p in found if not specs or p.relative_to(runs).parts[0] in specs]
 
 
 def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:
-    """Table rows: spec, folder, cell, epochs, last validation, best, hours so far, projected hours, state."""
+    """Table rows: spec, folder, cell, the paper's value, epochs, last validation, best, hours so far, projected
+    hours, state."""
     def pct(v: Optional[float]) -> str:
         return f"{v:.2f}" if v is not None else "-"
 
     rows = []
     for c in cells:
         if c.problem:
-            rows.append([c.spec_id, c.folder, c.cell, "-", "-", "-", "-", "-", f"unreadable: {c.problem}"])
+            rows.append([c.spec_id, c.folder, c.cell, "-", "-", "-", "-", "-", "-", f"unreadable: {c.problem}"])
             continue
         epochs = f"{c.epochs_done} of {c.epochs}" + (f" (+{c.steps_into_epoch} steps)" if c.steps_into_epoch else "")
         last = pct(c.last_val) + (f" (cut: {pct(c.cut_val)})" if c.cut_val is not None else "")
         best = c.best if isinstance(c.best, dict) else {}
         best_text = f"{pct(_number(best.get('val')))} (epoch {best.get('epoch')})" if best.get("val") is not None \
             else "-"
-        rows.append([c.spec_id, c.folder, c.cell, epochs, last, best_text,
+        rows.append([c.spec_id, c.folder, c.cell, pct(c.paper), epochs, last, best_text,
                      f"{c.hours:.2f}" if c.hours is not None else "-",
                      f"{c.projected_hours:.1f}" if c.projected_hours is not None else "-",
                      "finished" if c.finished else "in progress"])
     return rows
 
 
-PROGRESS_HEADERS = ["spec", "folder", "cell", "epochs done", "last validation", "best validation",
+PROGRESS_HEADERS = ["spec", "folder", "cell", "paper (test)", "epochs done", "last validation", "best validation",
                     "hours so far", "projected GPU-h", "state"]

@@ -19,6 +19,13 @@ def _progress(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]
     return status, out, err
 
 
+def _paper_column(out: str, row: str) -> str:
+    """The text of ``row`` under the table's "paper (test)" header."""
+    header = next(line for line in out.splitlines() if "paper (test)" in line)
+    start = header.index("paper (test)")
+    return row[start:start + len("paper (test)")].strip()
+
+
 def test_a_finished_cell_is_listed_with_its_schedule_and_validation(train_project: Path,
                                                                     capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "tiny-train", "--no-progress"]) == 0
@@ -27,6 +34,17 @@ def test_a_finished_cell_is_listed_with_its_schedule_and_validation(train_projec
     assert status == 0 and not err
     row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
     assert "tiny-train" in row and "smoke" in row and "1 of 1" in row and "finished" in row
+    assert _paper_column(out, row) == "50"  # the expected file's value beside the run's (tabulate trims ".00")
+
+
+def test_the_paper_column_is_blank_where_the_expected_file_cannot_be_read(train_project: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    Path("expected/tiny-train.yaml").write_text("cells: [not a cell\n")
+    capsys.readouterr()
+    status, out, _ = _progress(capsys, "tiny-train")
+    row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
+    assert status == 0 and _paper_column(out, row) == "-" and "finished" in row
 
 
 def test_a_cell_mid_schedule_shows_the_cut_and_its_set_folder(train_project: Path,

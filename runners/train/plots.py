@@ -7,19 +7,8 @@ from typing import Any, Optional
 
 import matplotlib.pyplot as plt
 
+from ..expected import series_cell
 from ..plots import register_plot
-
-
-def _expected_cell(expected: Optional[dict], row: str, task: str) -> Optional[dict]:
-    """The expected cell of a series "<row> / <task>": its test column (<task>, "<task> accuracy" or
-    "<task> rmse"), also in a transposed table (row and column swapped)."""
-    if not expected:
-        return None
-    cells = {(c["row"], c["column"]): c for c in expected["cells"]}
-    for key in ((row, task), (row, f"{task} accuracy"), (row, f"{task} rmse"), (task, row)):
-        if key in cells:
-            return cells[key]
-    return None
 
 
 def metric_label(series: dict[str, Any], cells: list[Optional[dict]]) -> str:
@@ -53,7 +42,7 @@ def plot_learning_curves(result: dict, path: Path, expected: Optional[dict] = No
             loss_ax.plot(epochs, [h["train_loss"] for h in hist], marker=".", label=name)
             line, = val_ax.plot(epochs, [h["val_metric"] for h in hist], marker=".", label=name)
             row, _, cell_task = name.rpartition(" / ")
-            cell = _expected_cell(expected, row, cell_task)
+            cell = series_cell(expected, row, cell_task)
             found.append(cell)
             paper = cell.get("paper") if cell else None
             if isinstance(paper, (int, float)) and not isinstance(paper, bool):
