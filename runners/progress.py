@@ -1,10 +1,10 @@
 """Training cells in progress: where each long run stands, read from its checkpoint under runs/.
 
 ``python -m runners progress [SPEC ...] [--runs DIR]`` lists every training cell with a checkpoint under
-``runs/<spec id>/<tier or configuration>/<cell>/`` (or ``DIR``, e.g. ``checkpoints/``): epochs done of the
-schedule's, the last complete epoch's validation value and the best so far, the training time spent (every call
-together) beside the projected GPU-hours of the whole schedule (runners/projection.py, from a measured step rate),
-and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
+``runs/<spec id>/<tier or configuration>/<cell>/`` (or ``DIR``, e.g. ``checkpoints/``): the paper's value of the
+cell (its expected file), epochs done of the schedule's, the last complete epoch's validation value and the best so
+far, the training time spent (every call together) beside the projected GPU-hours of the whole schedule
+(runners/projection.py, from a measured step rate), and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
 """
 from __future__ import annotations
 
