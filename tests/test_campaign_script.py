@@ -1,9 +1,10 @@
 """benchmarks/campaign/longrange.sh end to end on a machine without GPUs (seconds): every run it starts stops at once
 (no CUDA: exit 3), and the call still packs what it must bring back -- the checkpoints of the main cells and of the
 extra runs marked "pack" (here the committed x / 255 variants), each --set folder's overrides.json, the logs and
-`progress` -- into 15 MB tar parts."""
+`progress` -- into 15 MB tar parts; benchmarks/campaign/collect.py brings them home."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -19,8 +20,18 @@ SCRIPT = ROOT / "benchmarks" / "campaign" / "longrange.sh"
 TOOLS = ("bash", "tar", "split", "timeout", "find", "cp")
 
 
+def _collect():
+    """benchmarks/campaign/collect.py as a module."""
+    if "campaign_collect" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("campaign_collect", ROOT / "benchmarks/campaign/collect.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["campaign_collect"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["campaign_collect"]
+
+
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
-def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path) -> None:
+def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, capsys) -> None:
     work = tmp_path / "repo"  # the script runs from a repository root: the specs, checkpoints and scripts
     work.mkdir()
     for name in ("reproductions", "expected", "checkpoints", "benchmarks", "pyproject.toml"):
@@ -55,3 +66,24 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path) ->
         assert json.loads(record.read_text())["set"], record
     assert list((unpacked / "logs").glob("progress_*.txt"))
     assert "extra run on GPU 3" in (unpacked / "logs" / "extra_runs.log").read_text()
+
+    # home again: each checkpoint as committed, with its metrics and its folder's overrides
+    home, results = tmp_path / "home", tmp_path / "results"
+    assert _collect().main([str(out), "--checkpoints", str(home), "--results", str(results),
+                            "--logs", str(tmp_path / "logs_kept")]) == 0
+    for relative in committed:
+        assert (home / relative).read_bytes() == (ROOT / "checkpoints" / relative).read_bytes()
+        assert (home / relative).with_name("metrics.jsonl").is_file()
+        assert json.loads((home / relative).parent.parent.joinpath("overrides.json").read_text())["set"]
+    assert "paper (test)" in capsys.readouterr().out  # where each run stands
+    assert (tmp_path / "logs_kept" / "calls.txt").is_file()
+
+    # a part missing or cut short is one line naming the parts, and nothing is written
+    parts[-1].write_bytes(parts[-1].read_bytes()[:1000])
+    assert _collect().main([str(out), "--checkpoints", str(tmp_path / "none")]) == 2
+    assert "do not make a complete tar" in capsys.readouterr().err and not (tmp_path / "none").exists()
+
+
+def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:
+    assert _collect().main([str(tmp_path)]) == 2
+    assert f"{tmp_path}: no campaign.tar.part* files" in capsys.readouterr().err
