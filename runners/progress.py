@@ -82,20 +82,35 @@ def _number(value: Any) -> Optional[float]:
         and math.isfinite(float(value)) else None
 
 
-def folder_overrides(folder: Path) -> str:
-    """The ``--set`` texts that made a ``<tier>-set-<key>`` folder (its overrides.json), as one line."""
+def read_overrides(folder: Path) -> list[str]:
+    """The ``--set`` texts that made a ``<tier>-set-<key>`` folder (its overrides.json); ValueError naming the file
+    where they were not recorded or cannot be read."""
     from .run import OVERRIDES_NAME
 
     path = folder / OVERRIDES_NAME
     if not path.is_file():
-        return f"(no {OVERRIDES_NAME}: overrides not recorded)"
+        raise ValueError(f"no {OVERRIDES_NAME}: overrides not recorded")
     try:
         texts = json.loads(path.read_text(encoding="utf-8"))["set"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise TypeError("'set' is not a list of strings")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        return f"({path}: unreadable: {' '.join(str(exc).split())})"
-    return " ".join(f"--set {t}" for t in texts)
+        raise ValueError(f"{path}: unreadable: {' '.join(str(exc).split())}") from None
+    return texts
+
+
+def folder_overrides(folder: Path) -> str:
+    """The ``--set`` texts that made a ``<tier>-set-<key>`` folder, as one line (or why they cannot be told)."""
+    try:
+        return " ".join(f"--set {t}" for t in read_overrides(folder))
+    except ValueError as exc:
+        return f"({exc})"
+
+
+def cell_of(spec_id: str, folder: str, cell_dir: str) -> Optional[tuple[str, str]]:
+    """(row, task) of the cell folder ``cell_dir`` of ``runs/<spec_id>/<folder>/`` (a tier or a configuration's
+    folder), or None where the spec no longer names it."""
+    return _cell_names(spec_id, folder.split(SET_MARK)[0]).get(cell_dir)
 
 
 def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
@@ -103,9 +118,9 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
     with ``problem`` set (one line naming the file)."""
     spec_id, folder, cell_dir = path.relative_to(runs).parts[:3]
     tier = folder.split(SET_MARK)[0]
+    row_task = cell_of(spec_id, folder, cell_dir)
     if SET_MARK in folder:
         folder = f"{folder}\n{folder_overrides(path.parent.parent)}"
-    row_task = _cell_names(spec_id, tier).get(cell_dir)
     cell = f"{row_task[0]} / {row_task[1]}" if row_task else cell_dir
     empty = CellProgress(spec_id, folder, cell, 0, None, 0, None, None, None, None, None)
     try:

@@ -144,6 +144,33 @@ def test_learning_curves_labels_runs_of_one_cell_against_its_paper_value(tmp_pat
     assert "a second run named" in capsys.readouterr().err
 
 
+def test_learning_curves_of_a_runs_folder_label_each_configuration(tmp_path: Path, monkeypatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    script = _script("learning_curves")
+    drawn = {}
+    monkeypatch.setitem(script.PLOTS, "learning_curves", lambda result, out, expected: drawn.update(
+        series=result["series"]))
+    epoch = [{"epoch": 1, "train_loss": 0.6, "val_metric": 55.0}]
+    runs = tmp_path / "runs"
+    for folder in ("full", "full-set-0123456789ab", "full-set-ba9876543210"):
+        cell_dir = runs / "s4d-table-5" / folder / "S4-LegS_suite_data__Pathfinder"
+        cell_dir.mkdir(parents=True)
+        _metrics(cell_dir / "metrics.jsonl", epoch)
+    (runs / "s4d-table-5" / "full-set-0123456789ab" / "overrides.json").write_text(
+        json.dumps({"set": ["tasks.Pathfinder.train.amp=none", "seed=1"]}))
+    (runs / "s4d-table-5" / "full" / "No_such_cell__Pathfinder").mkdir()  # a cell the spec does not name: left out
+    _metrics(runs / "s4d-table-5" / "full" / "No_such_cell__Pathfinder" / "metrics.jsonl", epoch)
+    assert script.main(["--runs", str(runs), "--out", str(tmp_path / "r.png")]) == 0
+    assert set(drawn["series"]) == {"S4-LegS (suite data) / Pathfinder",
+                                    "S4-LegS (suite data), train.amp=none, seed=1 / Pathfinder",
+                                    "S4-LegS (suite data), full-set-ba9876543210 / Pathfinder"}  # not recorded
+    assert script.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "n.png")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert script.main(["--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "e.png")]) == 2
+    assert "no <spec>/<folder>/<cell>/metrics.jsonl" in capsys.readouterr().err
+
+
 def test_autocast_agreement_reports_the_output_and_the_gradients(capsys: pytest.CaptureFixture) -> None:
     script = _script("autocast_agreement")
     assert script.main(["--rows", "S4D-Lin (suite data)", "--batch", "2", "--length", "64", "--worst", "2"]) == 0

@@ -7,7 +7,10 @@
 
 Each argument is ``METRICS=SPEC:ROW / TASK`` or ``METRICS=SPEC:ROW / TASK|LABEL``: a cell's metrics.jsonl (one line
 per evaluated epoch, as training writes it under runs/), the cell it belongs to and, for runs of one cell with
-different settings, a label that tells them apart (drawn as "ROW, LABEL / TASK", against the cell's paper value). The report's learning-curve plot (training loss and validation
+different settings, a label that tells them apart (drawn as "ROW, LABEL / TASK", against the cell's paper value).
+``--runs DIR`` adds every ``DIR/<spec>/<folder>/<cell>/metrics.jsonl`` (a runs folder, ``checkpoints/``, or the
+``logs/runs/runs/`` of a campaign call), each run of a ``--set`` folder labelled with the settings its
+overrides.json records (with the folder's name where it records none). The report's learning-curve plot (training loss and validation
 metric per epoch, one row of panels per task) is drawn for them, with the paper's value of each cell from the spec's
 expected file as a dashed line: the same plot a results file gets, for runs that have not finished. An epoch cut at a
 deadline (``"partial": true``) is drawn only when it is the last line (where training stands now); the completed
@@ -27,6 +30,7 @@ sys.path.insert(0, os.getcwd())
 import runners.train.plots  # noqa: E402,F401  (registers the plot)
 from runners.expected import expected_path, load_expected  # noqa: E402
 from runners.plots import PLOTS  # noqa: E402
+from runners.progress import SET_MARK, cell_of, read_overrides  # noqa: E402
 
 
 class UsageError(ValueError):
@@ -48,10 +52,10 @@ def read_history(path: Path) -> list[dict]:
 
 def parse_entry(text: str) -> tuple[Path, str, str, str]:
     """``METRICS=SPEC:ROW / TASK[|LABEL]`` -> (metrics path, spec id, cell "ROW / TASK", label or "")."""
-    path, sep, cell = text.rpartition("=")
+    head, bar, label = text.partition("|")  # the label may hold '=' (a setting)
+    path, sep, cell = head.rpartition("=")
     spec_id, sep2, series = cell.partition(":")
-    series, _, label = series.partition("|")
-    if not sep or not sep2 or " / " not in series or (_ and not label.strip()):
+    if not sep or not sep2 or " / " not in series or (bar and not label.strip()):
         raise UsageError(f"{text!r}: expected METRICS=SPEC:ROW / TASK or METRICS=SPEC:ROW / TASK|LABEL, e.g. "
                          f"'runs/.../metrics.jsonl=s4d-table-5:S4D-Lin (suite data) / Pathfinder|float32'")
     return Path(path), spec_id, series, label.strip()
@@ -63,15 +67,43 @@ def labelled(series: str, label: str) -> str:
     return f"{row}, {label} / {task}" if label else series
 
 
+def runs_entries(runs: Path) -> list[str]:
+    """``METRICS=SPEC:ROW / TASK[|LABEL]`` of every run under ``runs`` whose cell its spec still names; a ``--set``
+    folder's runs are labelled with its overrides (``tasks.<task>.`` left out)."""
+    if not runs.is_dir():
+        raise UsageError(f"--runs {runs}: no such folder")
+    entries = []
+    for metrics in sorted(runs.glob("*/*/*/metrics.jsonl")):
+        spec_id, folder, cell_dir = metrics.relative_to(runs).parts[:3]
+        row_task = cell_of(spec_id, folder, cell_dir)
+        if row_task is None:
+            continue
+        label = ""
+        if SET_MARK in folder:
+            try:
+                texts = read_overrides(metrics.parent.parent)
+            except ValueError:  # not recorded (a run older than the record): the folder names it
+                texts = [folder]
+            label = ", ".join(t.split(".", 2)[2] if t.startswith("tasks.") and t.count(".") >= 2 else t
+                              for t in texts)
+        entries.append(f"{metrics}={spec_id}:{row_task[0]} / {row_task[1]}" + (f"|{label}" if label else ""))
+    if not entries:
+        raise UsageError(f"--runs {runs}: no <spec>/<folder>/<cell>/metrics.jsonl of a cell a spec names")
+    return entries
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("entries", nargs="+", help="METRICS=SPEC:ROW / TASK")
+    parser.add_argument("entries", nargs="*", help="METRICS=SPEC:ROW / TASK[|LABEL]")
+    parser.add_argument("--runs", type=Path, help="also every run's metrics.jsonl under this folder")
     parser.add_argument("--out", type=Path, required=True, help="the PNG to write")
     parser.add_argument("--title", default="training in progress", help="the figure's title")
     args = parser.parse_args(argv)
+    if not args.entries and args.runs is None:
+        parser.error("give METRICS=SPEC:ROW / TASK entries, --runs DIR, or both")
     try:
         series, cells = {}, []
-        for text in args.entries:
+        for text in args.entries + (runs_entries(args.runs) if args.runs is not None else []):
             path, spec_id, cell, label = parse_entry(text)
             name = labelled(cell, label)
             if name in series:
