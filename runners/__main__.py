@@ -42,7 +42,7 @@ from . import results as results_mod
 from .compare import ResultsError, counts_text, judge_tier, latest_result, load_result, load_tier_results
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
-from .progress import PROGRESS_HEADERS, progress_rows, training_progress
+from .progress import progress_table, training_progress
 from .projection import StepRateError, load_step_rates, projection_text, projections
 from .registry import Paused
 from .report import report_all
@@ -379,7 +379,7 @@ def cmd_progress(args: argparse.Namespace) -> int:
         print(f"no training checkpoint under {runs}/<spec>/<tier>/<cell>/" + (f" for {', '.join(args.spec)}"
                                                                               if args.spec else ""))
         return 0
-    print(tabulate(progress_rows(cells), headers=PROGRESS_HEADERS))
+    print(progress_table(cells))
     return EXIT_BAD_SPEC if any(c.problem for c in cells) else 0
 
 

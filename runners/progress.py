@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from tabulate import tabulate
+
 from .projection import load_step_rates, projections
 from .expected import expected_path, load_expected, series_cell
 from .spec import SpecError, find_spec, load_spec
@@ -177,3 +179,8 @@ def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:
 
 PROGRESS_HEADERS = ["spec", "folder", "cell", "paper (test)", "epochs done", "last validation", "best validation",
                     "hours so far", "projected GPU-h", "state"]
+
+
+def progress_table(cells: Sequence[CellProgress]) -> str:
+    """The cells as the table ``python -m runners progress`` prints."""
+    return tabulate(progress_rows(cells), headers=PROGRESS_HEADERS)

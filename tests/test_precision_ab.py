@@ -48,7 +48,7 @@ def test_arms_seeds_and_the_difference_from_the_spec_setting(tmp_path: Path, cap
     _run(runs, "f", ["tasks.Pathfinder.train.epochs=5"], [(90.0, 90.0)])  # another marker
     script = _script()
     found = script.collect_runs(runs, "s4d-table-5", MARKER)
-    assert sorted((r["arm"], r["seed"], r["best"]["test_metric"]) for r in found) == [
+    assert sorted((r["arm"], r["seed"], r["best"]["test"]) for r in found) == [
         ("(the spec's setting)", 0, 75.0), ("(the spec's setting)", 1, 72.0), ("amp=none", 0, 71.0),
         ("amp=none", 1, 73.0)]  # device_data left out of the arm; the cut epoch's 99 never the best
     table, spread = script.summary(found, None)

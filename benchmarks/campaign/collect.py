@@ -23,10 +23,8 @@ from typing import Sequence
 
 sys.path.insert(0, os.getcwd())
 
-from tabulate import tabulate  # noqa: E402
-
 from runners.atomic import atomic_path  # noqa: E402
-from runners.progress import PROGRESS_HEADERS, progress_rows, training_progress  # noqa: E402
+from runners.progress import progress_table, training_progress  # noqa: E402
 from runners.train.transfer import MANIFEST, TransferError, unpack  # noqa: E402
 
 PART_GLOB = "campaign.tar.part*"
@@ -111,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(done))
-    print(tabulate(progress_rows(training_progress(args.checkpoints, args.results)), headers=PROGRESS_HEADERS))
+    print(progress_table(training_progress(args.checkpoints, args.results)))
     return 0
 
 

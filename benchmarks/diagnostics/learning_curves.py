@@ -19,7 +19,6 @@ epoch that replaced it is drawn instead.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ import runners.train.plots  # noqa: E402,F401  (registers the plot)
 from runners.expected import expected_path, load_expected  # noqa: E402
 from runners.plots import PLOTS  # noqa: E402
 from runners.progress import SET_MARK, cell_of, read_overrides  # noqa: E402
+from runners.train.loop import read_metrics  # noqa: E402
 
 
 class UsageError(ValueError):
@@ -40,13 +40,9 @@ class UsageError(ValueError):
 def read_history(path: Path) -> list[dict]:
     """The epochs of a metrics.jsonl: every complete epoch, and a partial one only as the last line."""
     try:
-        lines = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines() if text.strip()]
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such metrics file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a metrics.jsonl (one JSON object per line): {exc}") from None
-    if not all(isinstance(h, dict) and "epoch" in h for h in lines):
-        raise UsageError(f"{path}: every line must be an object with 'epoch'")
+        lines = read_metrics(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return [h for i, h in enumerate(lines) if not h.get("partial") or i == len(lines) - 1]
 
 

@@ -13,7 +13,6 @@ default the one that sets nothing else: the spec's own setting) beside the refer
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,29 +24,13 @@ sys.path.insert(0, os.getcwd())
 from tabulate import tabulate  # noqa: E402
 
 from runners.progress import SET_MARK, read_overrides  # noqa: E402
+from runners.train.loop import best_validation, read_metrics  # noqa: E402
 
 IGNORED = ("seed=", "device_data=")  # keys that name a run rather than its arm
 
 
 class UsageError(ValueError):
     """An argument or file this script cannot use; the message names it."""
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """The lines of a metrics.jsonl (one object per evaluated epoch); UsageError naming the file otherwise."""
-    try:
-        lines = [json.loads(t) for t in path.read_text(encoding="utf-8").splitlines() if t.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a metrics.jsonl ({exc})") from None
-    if not all(isinstance(line, dict) for line in lines):
-        raise UsageError(f"{path}: not a metrics.jsonl (every line must be an object)")
-    return lines
-
-
-def best_epoch(lines: list[dict]) -> Optional[dict]:
-    """The complete epoch with the highest validation value (the first of equals), or None."""
-    epochs = [e for e in lines if not e.get("partial") and isinstance(e.get("val_metric"), (int, float))]
-    return max(epochs, key=lambda e: e["val_metric"]) if epochs else None
 
 
 def _short(text: str) -> str:
@@ -83,9 +66,14 @@ def collect_runs(runs: Path, spec_id: str, marker: str) -> list[dict]:
         except UsageError as exc:
             raise UsageError(f"{folder}/overrides.json: {exc}") from None
         for metrics in sorted(folder.glob("*/metrics.jsonl")):
-            lines = read_metrics(metrics)
+            try:
+                lines = read_metrics(metrics)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            epochs = [line for line in lines if not line.get("partial")]
+            best = best_validation(epochs, "val_acc") if epochs else {"epoch": None}
             found.append({"arm": arm, "seed": seed, "cell": metrics.parent.name, "folder": folder.name,
-                          "best": best_epoch(lines), "epochs": sum(not line.get("partial") for line in lines),
+                          "best": best if best["epoch"] is not None else None, "epochs": len(epochs),
                           "last_train_loss": lines[-1].get("train_loss") if lines else None})
     if not found:
         raise UsageError(f"{runs / spec_id}: no --set folder whose overrides.json holds {marker!r}")
@@ -96,8 +84,8 @@ def summary(found: list[dict], reference: Optional[str]) -> tuple[list[list], st
     """Per arm: mean test at best validation over seeds, the seed spread, the difference from the reference arm."""
     by_arm: dict[str, list[float]] = {}
     for run in found:
-        if run["best"] is not None and isinstance(run["best"].get("test_metric"), (int, float)):
-            by_arm.setdefault(run["arm"], []).append(float(run["best"]["test_metric"]))
+        if run["best"] is not None and isinstance(run["best"].get("test"), (int, float)):
+            by_arm.setdefault(run["arm"], []).append(float(run["best"]["test"]))
     ref = reference or "(the spec's setting)"
     base = mean(by_arm[ref]) if ref in by_arm else None
     rows = [[arm, len(v), f"{mean(v):.2f}", f"{max(v) - min(v):.2f}" if len(v) > 1 else "-",
@@ -120,8 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     rows = [[r["arm"], r["seed"], r["cell"], r["epochs"],
-             f"{r['best']['val_metric']:.2f} (epoch {r['best']['epoch']})" if r["best"] else "-",
-             f"{r['best']['test_metric']:.2f}" if r["best"] and r["best"].get("test_metric") is not None else "-",
+             f"{r['best']['val']:.2f} (epoch {r['best']['epoch']})" if r["best"] else "-",
+             f"{r['best']['test']:.2f}" if r["best"] and r["best"].get("test") is not None else "-",
              f"{r['last_train_loss']:.4f}" if isinstance(r["last_train_loss"], (int, float)) else "-"]
             for r in sorted(found, key=lambda r: (r["arm"], r["seed"]))]
     print(tabulate(rows, disable_numparse=True, headers=["arm", "seed", "cell", "epochs", "best validation",

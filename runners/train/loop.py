@@ -535,6 +535,20 @@ def _append_jsonl(path: Path, entry: dict) -> None:
         os.fsync(fh.fileno())
 
 
+def read_metrics(path: Path) -> list[dict]:
+    """Every line of a cell's metrics.jsonl (one object per evaluated epoch, as training writes it; a line with
+    ``"partial": true`` is an epoch cut by a deadline); ValueError naming the file where it cannot be read as one."""
+    try:
+        lines = [json.loads(text) for text in Path(path).read_text(encoding="utf-8").splitlines() if text.strip()]
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such metrics file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a metrics.jsonl (one JSON object per line): {exc}") from None
+    if not all(isinstance(h, dict) and "epoch" in h for h in lines):
+        raise ValueError(f"{path}: every line must be an object with 'epoch'")
+    return lines
+
+
 def _rewrite_jsonl(path: Path, entries: list[dict]) -> None:
     """Make metrics.jsonl agree with the checkpoint's history (atomically) when a run starts."""
     with atomic_path(path, fsync=True) as tmp:
