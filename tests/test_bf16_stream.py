@@ -17,6 +17,7 @@ import ssm_core.layers
 from ssm_core import SequenceModel, SSMLayer
 from ssm_core.blocks import residual_stream
 from ssm_core.fftconv import fft_conv, input_spectrum
+from ssm_core.kernels import graphs
 
 from test_fftconv import DEVICE, IMPLS, _inputs, _rel, direct_conv
 
@@ -72,8 +73,11 @@ def test_fft_conv_on_bf16_input_is_the_float32_convolution_of_its_values(gen, im
 def test_layer_passes_a_bf16_input_to_the_convolution_uncast(gen, impl, monkeypatch) -> None:
     """Under autocast a bf16 input reaches fft_conv as it is (no cast pass before it), and the layer gives exactly
     what it gives for the same values in float32: output, every parameter's gradient, and the input's gradient
-    (rounded once to bf16)."""
+    (rounded once to bf16). The two-node path (the kernel generated eagerly, then fft_conv) on any device: on a GPU
+    the kernel's CUDA graphs are turned off, since a replayed call takes the one-node path instead, whose first and
+    later calls differ by the kernel spectrum's rounding (test_cuda_layer_and_model_with_a_bf16_stream)."""
     monkeypatch.setenv("SSM_FFTCONV", impl)
+    monkeypatch.setenv(graphs.ENV_VAR, "0")
     seen: list[torch.dtype] = []
     real_fft_conv = ssm_core.layers.fft_conv
 

@@ -1,12 +1,14 @@
 """benchmarks/campaign/longrange.sh end to end on a machine without GPUs (seconds): every run it starts stops at once
 (no CUDA: exit 3), and the call still packs what it must bring back -- the checkpoints of the main cells and of the
-extra runs marked "pack" (here the committed x / 255 variants), each --set folder's overrides.json, the logs and
-`progress` -- into 15 MB tar parts; benchmarks/campaign/collect.py brings them home."""
+extra runs marked "pack" (here benchmarks/campaign/s4d_lin.txt's, one of them committed; a committed run the file
+does not name stays behind), each --set folder's overrides.json, the logs and `progress` -- into 15 MB tar parts;
+benchmarks/campaign/collect.py brings them home."""
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,31 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "campaign" / "longrange.sh"
 TOOLS = ("bash", "tar", "split", "timeout", "find", "cp")
+RUNS_FILE = ROOT / "benchmarks" / "campaign" / "s4d_lin.txt"
+
+
+def _packed_settings(runs_file: Path) -> set[tuple[str, ...]]:
+    """The --set texts of each run the runs file marks "pack" (as its folder's overrides.json records them)."""
+    wanted = set()
+    for line in runs_file.read_text().splitlines():
+        fields = line.split("|")
+        if line.startswith("#") or len(fields) < 5 or fields[4].strip() != "pack":
+            continue
+        words = shlex.split(fields[3])
+        wanted.add(tuple(words[i + 1] for i, word in enumerate(words) if word == "--set"))
+    return wanted
+
+
+def _expected_pack(runs_file: Path) -> list[str]:
+    """The committed checkpoints a call with this runs file brings back: the main cells' (the tier's own folder)
+    and those of the runs it marks "pack"."""
+    wanted = _packed_settings(runs_file)
+    expected = []
+    for path in (ROOT / "checkpoints").glob("*/*/*/checkpoint.pt"):
+        folder = path.parent.parent
+        if folder.name == "full" or tuple(json.loads((folder / "overrides.json").read_text())["set"]) in wanted:
+            expected.append(str(path.relative_to(ROOT / "checkpoints")))
+    return sorted(expected)
 
 
 def _collect():
@@ -47,7 +74,7 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "",
            "CAMPAIGN_LOGS": str(logs)}
     env.pop("SSM_RUNS_DIR", None)
-    done = subprocess.run(["bash", str(SCRIPT), "1", str(out), str(ROOT / "benchmarks/campaign/variants.txt")],
+    done = subprocess.run(["bash", str(SCRIPT), "1", str(out), str(RUNS_FILE)],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     parts = sorted(out.glob("campaign.tar.part*"))
@@ -59,9 +86,10 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
         tar.extractall(unpacked, filter="data")
     manifest = json.loads((unpacked / "ckpt" / "transfer_manifest.json").read_text())
     packed = sorted(entry["path"] for entry in manifest.values())
-    committed = sorted(str(p.relative_to(ROOT / "checkpoints")) for p in (ROOT / "checkpoints").glob("*/*/*/checkpoint.pt"))
-    assert packed == committed  # the variants marked "pack" (no main cell has a checkpoint yet)
-    for folder in {Path(p).parent.parent for p in committed}:
+    expected = _expected_pack(RUNS_FILE)
+    assert packed == expected
+    assert any("-set-" in path for path in packed)  # a run marked "pack" came back beside the main cells
+    for folder in {Path(p).parent.parent for p in expected if "-set-" in p}:
         record = unpacked / "logs" / "runs" / "runs" / folder / "overrides.json"
         assert json.loads(record.read_text())["set"], record
     assert list((unpacked / "logs").glob("progress_*.txt"))
@@ -71,10 +99,11 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
     home, results = tmp_path / "home", tmp_path / "results"
     assert _collect().main([str(out), "--checkpoints", str(home), "--results", str(results),
                             "--logs", str(tmp_path / "logs_kept")]) == 0
-    for relative in committed:
+    for relative in expected:
         assert (home / relative).read_bytes() == (ROOT / "checkpoints" / relative).read_bytes()
         assert (home / relative).with_name("metrics.jsonl").is_file()
-        assert json.loads((home / relative).parent.parent.joinpath("overrides.json").read_text())["set"]
+        if "-set-" in relative:
+            assert json.loads((home / relative).parent.parent.joinpath("overrides.json").read_text())["set"]
     assert "paper (test)" in capsys.readouterr().out  # where each run stands
     assert (tmp_path / "logs_kept" / "calls.txt").is_file()
 
