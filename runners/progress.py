@@ -5,6 +5,12 @@
 cell (its expected file), epochs done of the schedule's, the last complete epoch's validation value and the best so
 far, the training time spent (every call together) beside the projected GPU-hours of the whole schedule
 (runners/projection.py, from a measured step rate), and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
+
+A classification run whose every complete epoch (at least :data:`CHANCE_MIN_EPOCHS`) ended with a training loss
+within :data:`CHANCE_LOSS_FRACTION` of ln C (C classes: the loss of a model that gives every input the same,
+uniform output) is marked "at chance" in its state: a run that has not started to learn, to look at before it
+takes more GPU time. On labels far from balanced a model at chance does better than ln C (the labels' entropy), so
+it goes unmarked there.
 """
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from .spec import SpecError, find_spec, load_spec
 from .train import checkpoint as ckpt_io
 
 SET_MARK = "-set-"  # runs/<spec>/<tier>-set-<key>/: a configuration changed by run --set
+CHANCE_MIN_EPOCHS = 3  # complete epochs before a run can be marked at chance
+CHANCE_LOSS_FRACTION = 0.01  # a training loss within 1 % of ln C
 
 
 @dataclass
@@ -42,6 +50,7 @@ class CellProgress:
     projected_hours: Optional[float]
     problem: Optional[str] = None  # why the checkpoint could not be read
     paper: Optional[float] = None  # the paper's value of the cell (its expected file), for comparison only
+    chance_epochs: Optional[int] = None  # complete epochs, all with the training loss of chance (see the module)
 
     @property
     def finished(self) -> bool:
@@ -142,7 +151,23 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
         spec_id=spec_id, folder=folder, cell=cell, epochs_done=epochs_done, epochs=config.get("epochs"),
         steps_into_epoch=step, last_val=_number(history[-1].get("val_metric")) if history else None,
         cut_val=_number(partial.get("val_metric")) if step else None, best=ckpt.get("best"),
-        hours=hours * world / 3600 if hours is not None else None, projected_hours=projected)
+        hours=hours * world / 3600 if hours is not None else None, projected_hours=projected,
+        chance_epochs=epochs_at_chance(history, ckpt.get("task") or {}))
+
+
+def epochs_at_chance(history: Sequence[dict], task: dict) -> Optional[int]:
+    """The number of complete epochs in ``history`` if there are at least CHANCE_MIN_EPOCHS and every one ended
+    with a training loss within CHANCE_LOSS_FRACTION of ln C (``task``: a checkpoint's task record, a classification
+    task with ``d_output`` = C >= 2); None otherwise (a run that learned at some point, too few epochs, another kind
+    of task)."""
+    classes = task.get("d_output") if isinstance(task, dict) else None
+    if task.get("task_type") != "classification" or not isinstance(classes, int) or classes < 2:
+        return None
+    losses = [_number(h.get("train_loss")) for h in history if not h.get("partial")]
+    if len(losses) < CHANCE_MIN_EPOCHS or any(v is None for v in losses):
+        return None
+    chance = math.log(classes)
+    return len(losses) if all(abs(v - chance) <= CHANCE_LOSS_FRACTION * chance for v in losses) else None
 
 
 def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ()) -> list[CellProgress]:
@@ -173,7 +198,8 @@ def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:
         rows.append([c.spec_id, c.folder, c.cell, pct(c.paper), epochs, last, best_text,
                      f"{c.hours:.2f}" if c.hours is not None else "-",
                      f"{c.projected_hours:.1f}" if c.projected_hours is not None else "-",
-                     "finished" if c.finished else "in progress"])
+                     ("finished" if c.finished else "in progress")
+                     + (f"; at chance ({c.chance_epochs} epochs)" if c.chance_epochs else "")])
     return rows
 
 

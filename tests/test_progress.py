@@ -2,13 +2,16 @@
 then its checkpoint edited to stand mid-schedule, copied into a --set configuration, or corrupted)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
 from test_files_and_runs import train_project  # noqa: F401 (the fixture)
 
 from runners.__main__ import main
+from runners.progress import epochs_at_chance
 
 CELL = Path("runs") / "tiny-train" / "smoke" / "S4__sCIFAR" / "checkpoint.pt"
 
@@ -121,3 +124,45 @@ def test_a_set_folder_without_a_readable_record_says_so(train_project: Path, cap
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if "smoke-set-0123456789ab" in line)
     assert status == 0 and shown in lines[at + 1]
+
+
+LN2 = math.log(2)
+
+
+@pytest.mark.parametrize("losses, task, expected", [
+    ([0.6939, 0.6935, 0.6934], {"task_type": "classification", "d_output": 2}, 3),  # a dead Pathfinder run
+    ([0.6927, 0.6219, 0.4994, 0.4250], {"task_type": "classification", "d_output": 2}, None),  # it learned
+    ([0.6934, 0.6935], {"task_type": "classification", "d_output": 2}, None),  # too few epochs to say
+    ([math.log(10) * 1.005] * 4, {"task_type": "classification", "d_output": 10}, 4),  # ten classes: ln 10
+    ([math.log(10) * 0.95] * 4, {"task_type": "classification", "d_output": 10}, None),  # 5 % under: not chance
+    ([0.69] * 5, {"task_type": "regression", "d_output": 1}, None),  # no classes
+    ([LN2] * 5, {"task_type": "classification"}, None),  # no class count recorded
+    ([LN2, None, LN2], {"task_type": "classification", "d_output": 2}, None),  # a loss missing
+])
+def test_a_run_at_chance_is_one_whose_every_epoch_ended_at_ln_c(losses: list, task: dict,
+                                                                expected: Optional[int]) -> None:
+    history = [{"epoch": i + 1, "train_loss": v} for i, v in enumerate(losses)]
+    assert epochs_at_chance(history, task) == expected
+
+
+def test_a_cut_epoch_does_not_count_toward_chance() -> None:
+    task = {"task_type": "classification", "d_output": 2}
+    history = [{"epoch": 1, "train_loss": 0.6935}, {"epoch": 2, "train_loss": 0.6933},
+               {"epoch": 3, "train_loss": 0.6934, "partial": True}]
+    assert epochs_at_chance(history, task) is None
+    assert epochs_at_chance(history + [{"epoch": 3, "train_loss": 0.6932}], task) == 3
+    assert epochs_at_chance(history + [{"epoch": 3, "train_loss": 0.52}], task) is None
+
+
+def test_progress_marks_a_run_at_chance(train_project: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    ckpt = torch.load(CELL, weights_only=True)
+    classes = ckpt["task"]["d_output"]
+    ckpt["config"]["epochs"], ckpt["epoch"], ckpt["step"] = 10, 4, 0
+    ckpt["history"] = [{"epoch": e, "train_loss": math.log(classes), "val_metric": 100 / classes}
+                       for e in range(1, 5)]
+    torch.save(ckpt, CELL)
+    capsys.readouterr()
+    status, out, _ = _progress(capsys, "tiny-train")
+    row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
+    assert status == 0 and "in progress; at chance (4 epochs)" in row
