@@ -12,7 +12,8 @@
 #          (amp bf16 vs bf16_stream, alternating in one process), then runs the GPU tests)
 #   EXTRA_RUNS: a file of further runs, one per line "GPU|SPEC|CELLS|RUN OPTIONS[|pack]" (e.g.
 #          "1|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set tasks.Pathfinder.loader_args.normalize=false|pack"),
-#          each training with --train-only in its own --set folder; several may share a GPU; '#' starts a comment;
+#          each in its own --set folder, writing its results file when it finishes its schedule unless its options
+#          say --train-only; several may share a GPU; '#' starts a comment;
 #          "pack" brings the run's checkpoint back with the main cells' (the others' stay on the machine, their
 #          metrics come back)
 #
@@ -54,7 +55,7 @@ extra_run() {  # GPU, spec, cells, options, "pack" to bring the run's checkpoint
     eval "python3 -m runners run $2 --tier full --data suite --train-only --cells '$3' $4 --dry-run" \
       | sed -n 's#^  trains in runs/\(.*\)/ (the folder.*#\1/*#p' >> "$STAGE/pack_globs"
   fi
-  eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN $2 --train-only --cells '$3' $4 \
+  eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN $2 --cells '$3' $4 \
     --stop-after-minutes $MIN" >> "$LOG/extra_runs.log" 2>&1
 }
 if [ -n "$EXTRA" ]; then
