@@ -160,8 +160,10 @@ def epochs_at_chance(history: Sequence[dict], task: dict) -> Optional[int]:
     with a training loss within CHANCE_LOSS_FRACTION of ln C (``task``: a checkpoint's task record, a classification
     task with ``d_output`` = C >= 2); None otherwise (a run that learned at some point, too few epochs, another kind
     of task)."""
-    classes = task.get("d_output") if isinstance(task, dict) else None
-    if task.get("task_type") != "classification" or not isinstance(classes, int) or classes < 2:
+    if not isinstance(task, dict) or task.get("task_type") != "classification":
+        return None
+    classes = task.get("d_output")
+    if not isinstance(classes, int) or classes < 2:
         return None
     losses = [_number(h.get("train_loss")) for h in history if not h.get("partial")]
     if len(losses) < CHANCE_MIN_EPOCHS or any(v is None for v in losses):

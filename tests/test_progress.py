@@ -138,6 +138,7 @@ LN2 = math.log(2)
     ([0.69] * 5, {"task_type": "regression", "d_output": 1}, None),  # no classes
     ([LN2] * 5, {"task_type": "classification"}, None),  # no class count recorded
     ([LN2, None, LN2], {"task_type": "classification", "d_output": 2}, None),  # a loss missing
+    ([LN2] * 5, None, None),  # no task record (an older checkpoint)
 ])
 def test_a_run_at_chance_is_one_whose_every_epoch_ended_at_ln_c(losses: list, task: dict,
                                                                 expected: Optional[int]) -> None:
