@@ -8,8 +8,7 @@
 #   GPU 1, 3: EXTRA_RUNS (S4D-Lin at the spec's setting stayed at chance and is not trained here:
 #          benchmarks/campaign/s4d_lin.txt trains the runs of that cell that learn or test why)
 #   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
-#          machine: --tests times there meanwhile the training step with a float32 and a bf16 residual stream
-#          (amp bf16 vs bf16_stream, alternating in one process), then runs the GPU tests)
+#          machine: --tests runs the GPU tests there meanwhile)
 #   EXTRA_RUNS: a file of further runs, one per line "GPU|SPEC|CELLS|RUN OPTIONS[|pack]" (e.g.
 #          "1|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set tasks.Pathfinder.loader_args.normalize=false|pack"),
 #          each in its own --set folder, writing its results file when it finishes its schedule unless its options
@@ -42,12 +41,10 @@ RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-p
 $RUN s4d-table-5 --cells 'S4-LegS (suite data)/Pathfinder' --gpus 0 \
   --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
 $RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
-if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made: the training step's A/B, then the GPU tests
-  ( export CUDA_VISIBLE_DEVICES=2
-    timeout -s INT 180 python3 benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
-      --candidate amp=bf16_stream --profile-steps 6 --output "$LOG/train_step_ab.json" >> "$LOG/train_step_ab.log" 2>&1
-    timeout -s INT 300 python3 -m pytest -q -x -ra --durations=10 -p no:cacheprovider tests/test_bf16_stream.py \
-      tests/test_mixed_precision.py tests/test_fftconv.py tests/test_layers.py >> "$LOG/gpu_tests.log" 2>&1 ) &
+if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made (about 7 minutes): the GPU tests
+  CUDA_VISIBLE_DEVICES=2 timeout -s INT 420 python3 -m pytest -q --maxfail=10 -ra --durations=10 -p no:cacheprovider \
+    tests/test_bf16_stream.py tests/test_mixed_precision.py tests/test_fftconv.py tests/test_layers.py \
+    >> "$LOG/gpu_tests.log" 2>&1 &
 fi
 extra_run() {  # GPU, spec, cells, options, "pack" to bring the run's checkpoint back
   echo "extra run on GPU $1: $2 $3 $4 ($(date -u +%T))" >> "$LOG/extra_runs.log"
