@@ -99,8 +99,9 @@ def test_learning_curves_draws_cells_in_progress(tmp_path: Path, capsys: pytest.
     script = _script("learning_curves")
     epochs = [{"epoch": e, "train_loss": 0.7 - 0.1 * e, "val_metric": 50.0 + 10 * e} for e in (1, 2)]
     cut = {"epoch": 3, "train_loss": 0.4, "val_metric": 49.0, "partial": True}
-    metrics = _metrics(tmp_path / "a.jsonl", [*epochs, {**cut, "epoch": 2}, cut])  # a mid-file partial is replaced
-    assert [h["epoch"] for h in script.read_history(metrics)] == [1, 2, 3]
+    metrics = _metrics(tmp_path / "a.jsonl", [*epochs[:1], {**cut, "epoch": 2}, *epochs[1:], cut])
+    assert [h["epoch"] for h in script.read_history(metrics)] == [1, 2]  # no cut epoch, mid-file or last
+    assert [h["val_metric"] for h in script.read_history(metrics)] == [60.0, 70.0]
     out = tmp_path / "curves.png"
     assert script.main([f"{metrics}=s4d-table-5:S4D-Lin (suite data) / Pathfinder", "--out", str(out)]) == 0
     assert out.stat().st_size > 0

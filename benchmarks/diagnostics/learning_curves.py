@@ -12,9 +12,10 @@ different settings, a label that tells them apart (drawn as "ROW, LABEL / TASK",
 ``logs/runs/runs/`` of a campaign call), each run of a ``--set`` folder labelled with the settings its
 overrides.json records (with the folder's name where it records none). The report's learning-curve plot (training loss and validation
 metric per epoch, one row of panels per task) is drawn for them, with the paper's value of each cell from the spec's
-expected file as a dashed line: the same plot a results file gets, for runs that have not finished. An epoch cut at a
-deadline (``"partial": true``) is drawn only when it is the last line (where training stands now); the completed
-epoch that replaced it is drawn instead.
+expected file as a dashed line: the same plot a results file gets, for runs that have not finished. Only complete
+epochs are drawn: an epoch cut at a deadline (``"partial": true``) is left out, even as the last line, since its
+training loss may average a handful of steps and its evaluation runs on BatchNorm statistics that lag the weights
+(``runners progress`` says where training stands now).
 """
 from __future__ import annotations
 
@@ -38,12 +39,12 @@ class UsageError(ValueError):
 
 
 def read_history(path: Path) -> list[dict]:
-    """The epochs of a metrics.jsonl: every complete epoch, and a partial one only as the last line."""
+    """The complete epochs of a metrics.jsonl (an epoch cut at a deadline is left out)."""
     try:
         lines = read_metrics(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return [h for i, h in enumerate(lines) if not h.get("partial") or i == len(lines) - 1]
+    return [h for h in lines if not h.get("partial")]
 
 
 def parse_entry(text: str) -> tuple[Path, str, str, str]:

@@ -57,5 +57,5 @@ def plot_learning_curves(result: dict, path: Path, expected: Optional[dict] = No
     fig.suptitle(f"{result.get('spec_id', '?')} ({result.get('tier', '?')} tier)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legends sit right of their panels
     plt.close(fig)
