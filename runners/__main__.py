@@ -43,11 +43,11 @@ from .compare import ResultsError, counts_text, judge_tier, latest_result, load_
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
 from .progress import progress_table, training_progress
-from .projection import StepRateError, load_step_rates, projection_text, projections
+from .projection import StepRateError, cell_projection, load_step_rates, projection_text, projections
 from .registry import Paused
 from .report import report_all
 from .result_diff import compare_files, regressions
-from .run import RUNS_DIR, NotRunnable, restart_cells, run_spec, tier_config, work_dir_for
+from .run import RUNS_DIR, NotRunnable, restart_cells, run_spec, tier_config, training_series, work_dir_for
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
 from .selection import cell_name, check_data_variant, glob_escape, select_cells
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
@@ -242,8 +242,9 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
             print("  no cell to run: every matching cell is not_run / context at this tier")
             continue
         if spec.runner.startswith("train."):
-            projected = projections(rates, spec.id, args.tier)
-            print(tabulate([[f"{r}/{c}", projection_text(projected.get(cell_name(r, c))),
+            projected, series = projections(rates, spec.id, args.tier), training_series(spec, args.tier)
+            print(tabulate([[f"{r}/{c}", projection_text(cell_projection(projected, cell_name(r, c),
+                                                                         series.get(cell_name(r, c)))),
                              cell_command(spec, args, r, c)] for r, c in cells],
                            headers=["cell (row/column)", "projected GPU time (measured step rate)", "command"]))
             continue

@@ -354,8 +354,10 @@ def _test_columns(result: dict, task: str) -> set[str]:
     config = result.get("config") if isinstance(result.get("config"), dict) else {}
     tasks = config.get("tasks") if isinstance(config.get("tasks"), dict) else {}
     picks = (tasks.get(task) or {}).get("columns") if isinstance(tasks.get(task), dict) else None
-    if isinstance(picks, dict):
-        cols |= {str(c) for m, c in picks.items() if m in ("test", "best_val", "first_val")}
+    if isinstance(picks, dict):  # a metric names one column or a list of them
+        for metric, names in picks.items():
+            if metric in ("test", "best_val", "first_val"):
+                cols |= {str(c) for c in (names if isinstance(names, list) else [names])}
     return cols
 
 

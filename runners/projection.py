@@ -76,6 +76,16 @@ def projections(records: list[tuple[Path, dict]], spec_id: str, tier: str) -> di
     return out
 
 
+def cell_projection(projected: dict[str, dict], cell: str, series: Optional[str] = None) -> Optional[dict]:
+    """The projection of ``cell`` ("row/column") in ``projections()``: its own entry, else, for a cell its training
+    unit reports that the step-rate record does not list (a column added after the rate was measured), the newest
+    entry of the same training series ("<model row> / <task>"); None without either."""
+    if cell in projected:
+        return projected[cell]
+    same = [p for p in projected.values() if series is not None and p.get("series") == series]
+    return max(same, key=lambda p: p["recorded"]) if same else None
+
+
 def projection_text(p: Optional[dict]) -> str:
     """'1.7 GPU-h (32.9 steps/s, NVIDIA H100 80GB HBM3, 2026-11-27)', or '-' without a measured rate."""
     if not p:

@@ -20,10 +20,10 @@ from .compare import (CellVerdict, ResultsError, compare, context_count, counts_
 from .expected import expected_path, load_expected
 from .glance import glance_lines
 from .plots import PLOTS
-from .projection import load_step_rates, measured_hours, projection_text, projections
+from .projection import cell_projection, load_step_rates, measured_hours, projection_text, projections
 from .repeats import repeat_lines, repeated_cells
 from .results import write_text_atomic
-from .run import command_for
+from .run import command_for, training_series
 from .spec import TIERS, Spec, load_spec, spec_paths
 from .textfmt import column_label, fmt
 
@@ -269,13 +269,14 @@ def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]]
 
 
 def gpu_time_lines(spec_id: str, tier: str, files: list[tuple[Path, dict]], verdicts: list[CellVerdict],
-                   records: list[tuple[Path, dict]]) -> list[str]:
+                   records: list[tuple[Path, dict]], series: dict[str, str] | None = None) -> list[str]:
     """A table of the tier's cells that have a projected GPU time (runners/projection.py): the projection and
-    the GPU-hours the cell's training took in the results file that judged it."""
+    the GPU-hours the cell's training took in the results file that judged it. ``series``: each cell's training
+    series (``runners.run.training_series``), for the cells a step-rate record does not list by name."""
     projected = projections(records, spec_id, tier)
     rows = []
     for v in verdicts:
-        p = projected.get(f"{v.row}/{v.column}")
+        p = cell_projection(projected, f"{v.row}/{v.column}", (series or {}).get(f"{v.row}/{v.column}"))
         if p is None:
             continue
         hours = measured_hours(files[v.result][1], p["series"]) if v.result is not None else None
@@ -331,7 +332,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
         if not files:
             out[tier] = None
             lines += [f"NOT-RUN: no results for this tier. To run it: `{command_for(spec, tier)}`", ""]
-            lines += gpu_time_lines(spec.id, tier, [], verdicts, records)
+            lines += gpu_time_lines(spec.id, tier, [], verdicts, records, training_series(spec, tier))
             continue
         out[tier] = verdicts
         used = sorted({v.result for v in verdicts if v.result is not None}) or [0]
@@ -349,7 +350,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
                       f"({_store(files[used[0]][0])}).", "",
                       *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
-        lines += gpu_time_lines(spec.id, tier, files, verdicts, records)
+        lines += gpu_time_lines(spec.id, tier, files, verdicts, records, training_series(spec, tier))
         lines += repeat_lines(repeats, files)
         problems = [p for i in used for p in files[i][1].get("problems", [])]
         lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])

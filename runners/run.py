@@ -102,6 +102,24 @@ def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
     return tier_spec.suite_data.config if data == "suite" else tier_spec.config
 
 
+def training_series(spec: Spec, tier: str) -> dict[str, str]:
+    """{"row/column": "<model row> / <task>"} for every cell a training table's tier reports, over its data variants
+    (the release, and the suite's where the tier has one): the training unit, and so the step rate, behind each
+    cell. Empty for other runners."""
+    from .selection import cell_name
+    from .train.table import TrainTableConfig, unit_cells, units_to_train
+
+    out: dict[str, str] = {}
+    for data in ("release", "suite") if spec.tiers[tier].suite_data is not None else ("release",):
+        config = tier_config(spec, tier, data)
+        if not isinstance(config, TrainTableConfig):
+            return {}
+        for row, task in units_to_train(config, None):
+            for cell in unit_cells(config, row, task):
+                out.setdefault(cell_name(*cell), f"{row} / {task}")
+    return out
+
+
 def work_dir_for(spec: Spec, tier: str) -> Path:
     """Scratch space of a spec's tier (checkpoints, generated data): runs/<spec id>/<tier>/; for a run with ``--set``
     overrides, runs/<spec id>/<tier>-set-<key>/, keyed by the tier's resolved configuration: each configuration

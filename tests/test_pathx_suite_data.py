@@ -11,7 +11,8 @@ from runners.spec import find_spec, load_spec
 from runners.train.table import build_model
 from ssm_core.blocks import SequenceModel
 
-SUITE_CELLS = [("Path-X", "S4D (suite data)"), ("Trainable parameters", "S4D (suite data)")]
+SUITE_CELLS = [("Path-X", "S4D (suite data)"), ("Path-X solved", "S4D (suite data)"),
+               ("Trainable parameters", "S4D (suite data)")]
 
 
 def test_the_suite_variant_selects_its_own_cells_in_the_transposed_table():
@@ -23,6 +24,8 @@ def test_the_suite_variant_selects_its_own_cells_in_the_transposed_table():
     assert release and not set(release) & set(SUITE_CELLS)
     assert ("Path-X", "S4D") in release and ("Path-X", "DSS") in release
     assert select_cells(spec, "full", expected, ["Path-X/*"], data="suite") == SUITE_CELLS[:1]
+    # what the campaign selects: every cell of the run, so its results file judges all three
+    assert select_cells(spec, "full", expected, ["*/S4D (suite data)"], data="suite") == SUITE_CELLS
 
 
 def test_the_suite_variant_trains_the_s4d_column_on_lras_path_x():

@@ -12,8 +12,11 @@ import pytest
 
 from runners.__main__ import main
 from runners.compare import CellVerdict
-from runners.projection import STEP_RATES, load_step_rates, measured_hours, projection_text, projections
+from runners.projection import (STEP_RATES, cell_projection, load_step_rates, measured_hours, projection_text,
+                                 projections)
 from runners.report import gpu_time_lines
+from runners.run import training_series
+from runners.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,6 +47,33 @@ def test_the_newest_record_gives_the_dry_runs_projection(tmp_path, capsys):
     p = projections(load_step_rates(tmp_path), "s4d-table-6", "full")["Path-X/S4D"]
     assert p["steps_per_second"] == 32.9 and p["file"].endswith("a_new.json")
     assert projection_text(None) == "-"
+
+
+def test_a_cell_the_record_does_not_list_takes_its_training_series_projection(tmp_path, capsys):
+    """A column added to a training unit after its step rate was recorded (S4D Table 6's "Path-X solved" on suite
+    data) is projected from the newest record of the same series; a cell of another series is not."""
+    suite = {"cell": "Path-X/S4D (suite data)", "data": "suite", "series": "S4D (suite data) / Path-X", "epochs": 50}
+    _record(tmp_path, "old.json", 24.5, "2026-11-27T10:00:00+00:00",
+            cells=[{**suite, "projected_gpu_hours": 2.8}])
+    _record(tmp_path, "new.json", 32.9, "2026-11-27T12:00:00+00:00",
+            cells=[{**suite, "projected_gpu_hours": 2.1}])
+    projected = projections(load_step_rates(tmp_path), "s4d-table-6", "full")
+    series = training_series(load_spec(REPO / "reproductions" / "s4d_table6.yaml"), "full")
+    assert series["Path-X solved/S4D (suite data)"] == "S4D (suite data) / Path-X"
+    assert series["Path-X/DSS"] == "DSS / Path-X" and series["Trainable parameters/S4D"] == "S4D / Path-X"
+    p = cell_projection(projected, "Path-X solved/S4D (suite data)", series["Path-X solved/S4D (suite data)"])
+    assert p["steps_per_second"] == 32.9 and p["file"].endswith("new.json")
+    assert cell_projection(projected, "Path-X/DSS", series["Path-X/DSS"]) is None
+    assert cell_projection(projected, "Path-X solved/S4D (suite data)") is None  # no series given: no fallback
+    assert main(["run", "s4d-table-6", "--tier", "full", "--data", "suite", "--dry-run", "--output",
+                 str(tmp_path)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Path-X solved/S4D (suite data)"))
+    assert "2.1 GPU-h (32.9 steps/s at batch 32" in line
+    verdicts = [CellVerdict("Path-X solved", "S4D (suite data)", 92.12, 85.0, "x", "PASS", result=0)]
+    result = {"series": {"S4D (suite data) / Path-X": {"history": [{"seconds": 3600.0}]}}}
+    table = "\n".join(gpu_time_lines("s4d-table-6", "full", [(Path("f.json"), result)], verdicts,
+                                     load_step_rates(tmp_path), series))
+    assert "| Path-X solved/S4D (suite data)" in table and "1.00 GPU-h" in table
 
 
 @pytest.mark.parametrize("edit, key", [

@@ -161,6 +161,9 @@ NAN_HISTORY = [{"epoch": 1, "train_loss": math.nan, "val_loss": math.nan, "val_m
     # a column '<task> accuracy' and a picked column of the task (tasks.<task>.columns)
     (None, "x", {"r / T": {"history": NAN_HISTORY}}, {"tasks": {"T": {"columns": {"best_val": "c"}}}}, "FAIL",
      "diverged"),
+    # one of several columns a metric is picked under (S4D Table 6's suite data: Path-X and Path-X solved)
+    (None, "x", {"r / T": {"history": NAN_HISTORY}}, {"tasks": {"T": {"columns": {"test": ["T2", "c"]}}}},
+     "FAIL", "diverged"),
     # trained without a value and no series at all: the note records the training's stop
     (None, "best val epoch None, stop: max_minutes", None, None, "FAIL", "trained this cell"),
     # declared unmeasurable here: NOT-RUN with the runner's reason

@@ -41,7 +41,7 @@ RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-p
 
 $RUN s4d-table-5 --cells 'S4-LegS (suite data)/Pathfinder' --gpus 0 \
   --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
-$RUN s4d-table-6 --cells 'Path-X/*' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
+$RUN s4d-table-6 --cells '*/S4D (suite data)' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
 if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made (7-9 minutes): the GPU tests, in two streams
   for files in "tests/test_bf16_stream.py tests/test_mixed_precision.py tests/test_fftconv.py" tests/test_layers.py; do
     CUDA_VISIBLE_DEVICES=2 timeout -s INT 420 python3 -m pytest -q --maxfail=10 -ra --durations=10 \

@@ -2,7 +2,10 @@
 
 Options of the ``train.table`` runner (see runners/train/table.py) implemented here:
 
-    tasks.<task>.columns: {metric: column}   report these metrics of the task under these column names
+    tasks.<task>.columns: {metric: column}   report these metrics of the task under these column names (a list
+                                             of names reports one metric in several cells, each judged by its
+                                             own check: S4D Table 6 on suite data, the reproduction and "Path-X
+                                             solved")
         best_val   the best validation metric over the epochs (accuracy: max, RMSE: min). S4D Appendix B:
                    "Reported results are all best validation accuracy" (Tables 2, 3).
         first_val  the validation metric after the first epoch (S4D Table 3b "Acc (first)").
@@ -25,17 +28,30 @@ from .loop import best_validation
 COLUMN_METRICS = ("best_val", "first_val", "test", "n_params")
 
 
+def _names(value: Any) -> Optional[list[str]]:
+    """The column names one metric of ``columns`` maps to (a name or a non-empty list of names); None if neither."""
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) and value else None
+    if names is None or not all(isinstance(c, str) and c.strip() for c in names):
+        return None
+    return names
+
+
+def column_pairs(picks: dict[str, Any]) -> list[tuple[str, str]]:
+    """(metric, column) for every column of a valid ``tasks.<task>.columns``, in order."""
+    return [(metric, column) for metric, value in picks.items() for column in _names(value)]
+
+
 def check_derived(tasks: dict[str, dict], models: dict[str, dict], deltas: dict[str, str]) -> None:
     """Raise ValueError naming the key for a malformed ``columns`` / ``tasks`` / ``deltas`` option."""
     for col, t in tasks.items():
         picks = t.get("columns")
         if picks is None:
             continue
-        if not (isinstance(picks, dict) and picks and all(m in COLUMN_METRICS for m in picks)
-                and all(isinstance(c, str) and c.strip() for c in picks.values())
-                and len(set(picks.values())) == len(picks)):
+        ok = (isinstance(picks, dict) and picks and all(m in COLUMN_METRICS for m in picks)
+              and all(_names(v) is not None for v in picks.values()))
+        if not ok or len({c for _, c in column_pairs(picks)}) != len(column_pairs(picks)):
             raise ValueError(f"tasks.{col}.columns: {picks!r} not allowed; a mapping from metrics in "
-                             f"{list(COLUMN_METRICS)} to distinct column names")
+                             f"{list(COLUMN_METRICS)} to distinct column names (a name, or a list of names)")
     for row, m in models.items():
         only = m.get("tasks")
         if only is not None and not (isinstance(only, list) and only and all(t in tasks for t in only)):
@@ -57,11 +73,11 @@ def runs_task(row_cfg: dict, task: str) -> bool:
     return task in row_cfg.get("tasks", [task])
 
 
-def picked_cells(row: str, picks: dict[str, str], regression: bool, result: Any = None,
+def picked_cells(row: str, picks: dict[str, Any], regression: bool, result: Any = None,
                  fill: Any = None, note: Optional[str] = None) -> list[Cell]:
     """The cells of ``tasks.<task>.columns`` for one row from its TrainResult (or all ``fill``, e.g. "X")."""
     cells = []
-    for metric, column in picks.items():
+    for metric, column in column_pairs(picks):
         unit = "parameters" if metric == "n_params" else "rmse" if regression else "% acc"
         if result is None:
             cells.append(Cell(row, column, fill, unit, note=note))

@@ -54,7 +54,7 @@ from ..registry import Cell, Paused, RunContext, RunOutput, register
 from ..spec import SpecError
 from ..spec import deep_merge
 from .config import TrainConfig
-from .derived import check_derived, picked_cells, post_process, runs_task
+from .derived import check_derived, column_pairs, picked_cells, post_process, runs_task
 from .extra_eval import ExtraEvaluator, check_extra_evals, parse_extra_evals
 from .loop import train
 
@@ -188,7 +188,7 @@ def unit_cells(cfg: TrainTableConfig, row: str, col: str) -> list[tuple[str, str
     task = cfg.tasks[col]
     picks = task.get("columns")
     if picks:
-        columns = list(picks.values())
+        columns = [column for _, column in column_pairs(picks)]
     else:
         columns = sorted({column_name(col, m, cfg.metrics, reg) for m in cfg.metrics for reg in (False, True)})
     columns += [ev.column for ev in parse_extra_evals(task.get("extra_eval"), f"tasks.{col}.extra_eval")]
