@@ -14,7 +14,8 @@ What it does, in order:
     batches are gathered on the device from a copy of the training set kept there), optimizer steps of
     ``batch_size`` examples split into ``grad_accum`` micro-batches (and over processes under
     ``torchrun``), optional autocast (``amp``; with ``bf16_stream`` also a bf16 residual stream) and gradient
-    clipping, then validation and test evaluation (under the same autocast);
+    clipping, the model's forward and backward optionally replayed from CUDA graphs (SSM_STEP_GRAPHS=1,
+    :mod:`runners.train.step_graph`), then validation and test evaluation (under the same autocast);
   * checkpoints every epoch and every ``checkpoint_every_steps`` steps, appends one line per epoch
     to ``run_dir/metrics.jsonl`` and writes ``run_dir/summary.json``;
   * reports the test score at the best validation epoch, as the papers do.
@@ -63,6 +64,7 @@ from ssm_core.optim import build_optimizer
 
 from . import checkpoint as ckpt_io
 from . import distributed as dist_io
+from . import step_graph
 from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
 from .schedule import LRSchedule
 from .tb_log import EpochLog
@@ -139,6 +141,11 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     schedule = LRSchedule(cfg, steps_per_epoch, monitor)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
     amp_dtype, stream = autocast_dtype(cfg), stream_dtype(cfg)
+    use_step_graph = step_graph.requested()
+    if use_step_graph and (why := step_graph.refusal(device, world, cfg.grad_accum, task.dual, cfg.amp)):
+        raise ValueError(f"{step_graph.ENV_VAR}=1 asks for the training step from CUDA graphs, but {why}; "
+                         f"unset it or set {step_graph.ENV_VAR}=0 to train eagerly")
+    graphed: Optional[step_graph.GraphedForward] = None  # captured at this call's first step
 
     # ---- state, fresh or from the checkpoint
     epoch, step, global_step = 0, 0, 0  # epochs finished, steps done in the current epoch, steps done
@@ -240,10 +247,12 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             for i in range(cfg.grad_accum):
                 x, y = (_to(t, device) for t in next(batches))
                 last = i == cfg.grad_accum - 1
+                if use_step_graph and graphed is None:
+                    graphed = step_graph.GraphedForward(net, x, amp_dtype)
                 with (net.no_sync() if world > 1 and not last else nullcontext()):
                     with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None), \
                             residual_stream(stream):
-                        out = _forward(net, x, task.dual)
+                        out = graphed(net, x) if graphed is not None else _forward(net, x, task.dual)
                     loss = _loss_and_accumulate(out, y, task, accum)
                     scaler.scale(loss / cfg.grad_accum).backward()
             if cfg.grad_clip is not None:
@@ -253,7 +262,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             if steps_this_call == 0:
-                segments = code_segments(segments, global_step, device_name(device))
+                segments = code_segments(segments, global_step, device_name(device), step_graphs=use_step_graph)
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
             if t_clock is None:
                 if device.type == "cuda":
@@ -326,16 +335,18 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
 # pieces of the loop
 
 
-def code_segments(segments: list[dict], global_step: int, card: str) -> list[dict]:
+def code_segments(segments: list[dict], global_step: int, card: str, step_graphs: bool = False) -> list[dict]:
     """``segments`` with this call's code and card appended when either differs from the last segment's.
 
     A segment is {"git_commit", "git_dirty", "git_dirty_diff_sha256" (when dirty), "device", "from_global_step"}:
-    the code, and the card (``device_name``) it ran on, that trained from that optimizer step on. A run resumed at
-    another commit or on another card thus records both, and its result says so. A checkpoint written before
-    segments were recorded starts with {"git_commit": None, ...}; one written before cards were recorded has
-    segments without "device".
+    the code, and the card (``device_name``) it ran on, that trained from that optimizer step on, plus
+    "step_graphs": true where the forward and backward were replayed from CUDA graphs (SSM_STEP_GRAPHS=1). A run
+    resumed at another commit, on another card or with the graphs switched thus records both, and its result says
+    so. A checkpoint written before segments were recorded starts with {"git_commit": None, ...}; one written
+    before cards were recorded has segments without "device".
     """
-    here = {**git_provenance(), "device": card, "from_global_step": global_step}
+    here = {**git_provenance(), "device": card, **({"step_graphs": True} if step_graphs else {}),
+            "from_global_step": global_step}
     code = {k: v for k, v in here.items() if k != "from_global_step"}
     if segments and {k: v for k, v in segments[-1].items() if k != "from_global_step"} == code:
         return segments

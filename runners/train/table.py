@@ -332,7 +332,9 @@ def segments_note(segments: list[dict]) -> str:
         return ""
     parts = [f"{seg['git_commit'][:12] if seg.get('git_commit') else 'an unrecorded commit'}"
              f"{' plus uncommitted changes' if seg.get('git_dirty') else ''}"
-             f"{' on ' + seg['device'] if seg.get('device') else ''} from step {seg['from_global_step']}"
+             f"{' on ' + seg['device'] if seg.get('device') else ''}"
+             f"{' (forward and backward from CUDA graphs)' if seg.get('step_graphs') else ''}"
+             f" from step {seg['from_global_step']}"
              for seg in segments]
     return "; trained at commit " + ", ".join(parts)
 

@@ -1,0 +1,89 @@
+"""The model's training-mode forward and backward replayed from CUDA graphs (opt-in: SSM_STEP_GRAPHS=1).
+
+A full-configuration Pathfinder step (6 layers, H 256, batch 64, length 1,024) issues a few hundred small kernels,
+and the host that issues them is part of what the step waits for: two such runs sharing one H100 finished 1.35
+times as many epochs as one run alone (results/diagnostics/longrange_campaign_20261127T1859.log). Captured once by
+``torch.cuda.make_graphed_callables`` and replayed, the model's forward is one graph launch and its backward
+another. The loss, the optimizer step and the evaluation stay eager. The captured ops are the eager ones: the
+same computation, nothing reimplemented.
+
+Kept as the eager loop has it:
+- the BatchNorm running statistics: the capture's warm-up passes update them, so they are saved before and put
+  back after;
+- the gradients: the parameters' ``.grad`` are filled by autograd from the graph's outputs, as usual;
+- evaluation: it runs eagerly (eval mode) on the same parameters, which the optimizer updates in place;
+- batches of another shape (a short last batch): eager.
+
+The SSM kernels' own graphs (``ssm_core.kernels.graphs``) switch off inside the capture, which takes their ops as
+they are.
+
+Refused, with the reason, rather than silently skipped when the variable asks for it:
+- without a CUDA device;
+- under DDP (more than one process);
+- with gradient accumulation, a dual-input task, fp16 (its gradient scaler) or the bf16 residual stream.
+
+Checked on a GPU by tests/test_step_graph.py: the same losses, parameters and running statistics as the eager loop
+over several steps, with an evaluation in between.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+from torch import nn
+
+ENV_VAR = "SSM_STEP_GRAPHS"
+
+
+def requested() -> bool:
+    """Whether SSM_STEP_GRAPHS asks for graphs ('1'); '0' or unset: the eager loop."""
+    value = os.environ.get(ENV_VAR, "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"environment variable {ENV_VAR}={value!r} not allowed: '1' replays the model's training "
+                         f"forward and backward from CUDA graphs, '0' (the default) runs them eagerly")
+    return value == "1"
+
+
+def refusal(device: torch.device, world_size: int, grad_accum: int, dual: bool, amp: str) -> Optional[str]:
+    """Why the training step cannot be graphed here (None: it can)."""
+    if device.type != "cuda":
+        return f"it needs a CUDA device (this run trains on {device.type})"
+    if world_size > 1:
+        return f"it runs in one process (this run has {world_size}: DDP)"
+    if grad_accum > 1:
+        return f"it needs grad_accum = 1 (got {grad_accum})"
+    if dual:
+        return "it takes one input (this task is dual-input)"
+    if amp in ("fp16", "bf16_stream"):
+        return f"it does not support amp = {amp!r} (use 'none' or 'bf16')"
+    return None
+
+
+class GraphedForward:
+    """``model``'s training forward and backward replayed from CUDA graphs for inputs like ``sample`` (shape,
+    dtype, device); anything else, and eval mode, runs the model eagerly."""
+
+    def __init__(self, model: nn.Module, sample: torch.Tensor, amp_dtype: Optional[torch.dtype],
+                 warmup: int = 3):
+        if not model.training:
+            raise ValueError("GraphedForward: the model must be in training mode when it is captured")
+        saved = [b.detach().clone() for b in model.buffers()]  # BatchNorm statistics, counters
+        with torch.autocast("cuda", dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None,
+                            cache_enabled=False):
+            torch.cuda.make_graphed_callables(model, (sample,), num_warmup_iters=warmup)
+        # make_graphed_callables puts the graphed forward on the instance; keep it here and give the module back its
+        # own forward, so that evaluation and other shapes run eagerly
+        if "forward" not in model.__dict__:
+            raise RuntimeError("GraphedForward: torch.cuda.make_graphed_callables did not leave a graphed forward on "
+                               f"the module (torch {torch.__version__}); run with {ENV_VAR}=0")
+        self._graphed = model.__dict__.pop("forward")
+        with torch.no_grad():
+            for buffer, value in zip(model.buffers(), saved):
+                buffer.copy_(value)
+        self.shape, self.dtype, self.device = sample.shape, sample.dtype, sample.device
+
+    def __call__(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if model.training and x.shape == self.shape and x.dtype == self.dtype and x.device == self.device:
+            return self._graphed(x)
+        return model(x)

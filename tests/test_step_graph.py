@@ -1,0 +1,121 @@
+"""The training step's forward and backward replayed from CUDA graphs (runners/train/step_graph.py, SSM_STEP_GRAPHS=1):
+the switch and its refusals (CPU), and on a GPU the eager loop's losses, parameters and BatchNorm statistics."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from runners.data.base import TaskData
+from runners.train import TrainConfig, train
+from runners.train import step_graph
+from runners.train.checkpoint import load as load_checkpoint
+from runners.train.loop import code_segments
+from runners.train.table import segments_note
+from ssm_core import SequenceModel
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("value, wanted", [(None, False), ("0", False), ("1", True)])
+def test_the_switch_reads_zero_or_one(monkeypatch, value, wanted) -> None:
+    if value is None:
+        monkeypatch.delenv(step_graph.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(step_graph.ENV_VAR, value)
+    assert step_graph.requested() is wanted
+
+
+@pytest.mark.parametrize("value", ["yes", "2", "", "true", " 1"])
+def test_any_other_value_is_refused_by_name(monkeypatch, value) -> None:
+    monkeypatch.setenv(step_graph.ENV_VAR, value)
+    with pytest.raises(ValueError, match=f"{step_graph.ENV_VAR}={value!r} not allowed"):
+        step_graph.requested()
+
+
+CUDA = torch.device("cuda")
+
+
+@pytest.mark.parametrize("device, world, accum, dual, amp, words", [
+    (torch.device("cpu"), 1, 1, False, "none", "CUDA device"),
+    (CUDA, 2, 1, False, "bf16", "DDP"),
+    (CUDA, 1, 2, False, "bf16", "grad_accum"),
+    (CUDA, 1, 1, True, "bf16", "dual-input"),
+    (CUDA, 1, 1, False, "fp16", "'fp16'"),
+    (CUDA, 1, 1, False, "bf16_stream", "'bf16_stream'"),
+])
+def test_what_cannot_be_graphed_says_why(device, world, accum, dual, amp, words) -> None:
+    assert words in step_graph.refusal(device, world, accum, dual, amp)
+
+
+@pytest.mark.parametrize("amp", ["none", "bf16"])
+def test_what_can_be_graphed_has_no_refusal(amp) -> None:
+    assert step_graph.refusal(CUDA, 1, 1, False, amp) is None
+
+
+def _task(n_train: int = 48, n_eval: int = 16, length: int = 64, seed: int = 0) -> TaskData:
+    """Real-valued sequences (B, L, 1), label: whether the first half's mean exceeds the second's."""
+    g = torch.Generator().manual_seed(seed)
+
+    def split(n: int) -> TensorDataset:
+        x = torch.randn(n, length, 1, generator=g)
+        y = (x[:, : length // 2].mean((1, 2)) > x[:, length // 2:].mean((1, 2))).long()
+        return TensorDataset(x, y)
+
+    return TaskData(name="halves", train=split(n_train), val=split(n_eval), test=split(n_eval), seq_len=length,
+                    d_output=2)
+
+
+def _model(mode: str = "s4d") -> SequenceModel:
+    return SequenceModel(d_input=1, d_output=2, d_model=16, n_layers=2, norm="batch", prenorm=True, pool="mean",
+                         layer={"mode": mode, "d_state": 8, "bidirectional": True, "output": "glu"})
+
+
+def test_asking_for_graphs_on_the_cpu_stops_before_anything_is_written(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(step_graph.ENV_VAR, "1")
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=f"{step_graph.ENV_VAR}=1 .* CUDA device .* {step_graph.ENV_VAR}=0"):
+        train(_model, _task(), TrainConfig(lr=0.01, epochs=1, batch_size=8), run_dir=run_dir, device="cpu", progress=False)
+    assert not run_dir.exists()
+
+
+def test_a_call_with_graphs_is_a_segment_of_its_own() -> None:
+    eager = code_segments([], 0, "GPU")
+    assert code_segments(eager, 10, "GPU") == eager
+    graphed = code_segments(eager, 10, "GPU", step_graphs=True)
+    assert len(graphed) == 2 and graphed[-1]["step_graphs"] is True and "step_graphs" not in graphed[0]
+    assert "(forward and backward from CUDA graphs) from step 10" in segments_note(graphed)
+
+
+def _train(run_dir: Path, graphs: bool, amp: str, mode: str, monkeypatch) -> tuple[list[dict], dict]:
+    monkeypatch.setenv(step_graph.ENV_VAR, "1" if graphs else "0")
+    cfg = TrainConfig(epochs=3, batch_size=8, lr=0.01, weight_decay=0.01, amp=amp, device_data=True, seed=3)
+    result = train(lambda: _model(mode), _task(), cfg, run_dir=run_dir, device="cuda", progress=False)
+    state = load_checkpoint(run_dir / "checkpoint.pt")["model"]
+    return result.history, state
+
+
+@needs_cuda
+@pytest.mark.parametrize("mode", ["s4d", "s4"])
+@pytest.mark.parametrize("amp, tol", [("none", 1e-5), ("bf16", 1e-3)])
+def test_graphed_training_matches_the_eager_loop(tmp_path, monkeypatch, mode, amp, tol) -> None:
+    """Three epochs of six steps, evaluated after each: the training and validation losses, the final parameters and
+    the BatchNorm running statistics of the graphed run are the eager run's, to rounding (the same kernels; cuBLAS
+    and cuFFT may pick other algorithms inside a capture)."""
+    graphed, g_state = _train(tmp_path / "graphed", True, amp, mode, monkeypatch)
+    eager, e_state = _train(tmp_path / "eager", False, amp, mode, monkeypatch)
+    for key in ("train_loss", "val_loss", "test_loss"):
+        worst = max(abs(a[key] - b[key]) / abs(b[key]) for a, b in zip(graphed, eager))
+        assert worst <= tol, (key, worst, graphed, eager)
+    assert g_state.keys() == e_state.keys()
+    for name, value in e_state.items():
+        if value.is_floating_point():
+            scale = value.abs().max().clamp_min(1e-6)
+            assert float((g_state[name] - value).abs().max() / scale) <= 10 * tol, name
+        else:  # BatchNorm's batch counters
+            assert torch.equal(g_state[name], value), name
+    segments = json.loads(json.dumps(load_checkpoint(tmp_path / "graphed" / "checkpoint.pt")["segments"]))
+    assert segments[-1].get("step_graphs") is True
