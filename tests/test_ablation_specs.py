@@ -244,7 +244,7 @@ def test_table6_parameter_counts_fit_the_paper_range(monkeypatch: pytest.MonkeyP
 def test_table6_suite_data_judges_path_x_twice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, accuracy: float,
                                                reproduced: str, solved: str) -> None:
     """The suite-data run's test accuracy is reported in the Path-X row (within 3 of the paper's 92.12) and the
-    "Path-X solved" row (at least 80): the issue's two checks, each its own verdict."""
+    "Path-X solved" row (at least 80): the two Path-X checks, each its own verdict."""
     cells = _planned_run("s4d_table6", "full", monkeypatch, tmp_path, build=False, data="suite")
     got = {(c.row, c.column): c.value for c in cells}
     assert set(got) == {("Path-X", "S4D (suite data)"), ("Path-X solved", "S4D (suite data)"),

@@ -1,8 +1,8 @@
 """The model's training-mode forward and backward replayed from CUDA graphs (opt-in: SSM_STEP_GRAPHS=1).
 
-A full-configuration Pathfinder step (6 layers, H 256, batch 64, length 1,024) issues a few hundred small kernels,
-and the host that issues them is part of what the step waits for: two such runs sharing one H100 finished 1.35
-times as many epochs as one run alone (results/diagnostics/longrange_campaign_20261127T1859.log). Captured once by
+A full-configuration Pathfinder step (6 layers, H 256, batch 64, length 1,024) is made of many small kernels, and
+the host that issues them is part of what the step waits for: two such runs sharing one H100 finished 1.35 times as
+many epochs as one run alone (results/diagnostics/longrange_campaign_20261127T1859.log). Captured once by
 ``torch.cuda.make_graphed_callables`` and replayed, the model's forward is one graph launch and its backward
 another. The loss, the optimizer step and the evaluation stay eager. The captured ops are the eager ones: the
 same computation, nothing reimplemented.
