@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.utils.data import TensorDataset
 
 from runners.data.base import TaskData
+from runners.data.lra.common import ImageSequenceDataset
 from runners.train import TrainConfig, train
 from runners.train import step_graph
 from runners.train.checkpoint import load as load_checkpoint
@@ -56,29 +56,36 @@ def test_what_can_be_graphed_has_no_refusal(amp) -> None:
     assert step_graph.refusal(CUDA, 1, 1, False, amp) is None
 
 
-def _task(n_train: int = 48, n_eval: int = 16, length: int = 64, seed: int = 0) -> TaskData:
-    """Real-valued sequences (B, L, 1), label: whether the first half's mean exceeds the second's."""
+def _task(n_train: int = 48, n_eval: int = 16, side: int = 8, seed: int = 0) -> TaskData:
+    """8 x 8 uint8 images read as sequences (B, 64, 1) in [-1, 1], as Pathfinder's are (batches gathered on the
+    device with ``device_data``); label: whether the top half is brighter than the bottom half."""
     g = torch.Generator().manual_seed(seed)
 
-    def split(n: int) -> TensorDataset:
-        x = torch.randn(n, length, 1, generator=g)
-        y = (x[:, : length // 2].mean((1, 2)) > x[:, length // 2:].mean((1, 2))).long()
-        return TensorDataset(x, y)
+    def split(n: int) -> ImageSequenceDataset:
+        images = torch.randint(0, 256, (n, side, side), generator=g, dtype=torch.uint8)
+        labels = (images[:, : side // 2].float().mean((1, 2)) > images[:, side // 2:].float().mean((1, 2))).long()
+        return ImageSequenceDataset(images, labels, shift=127.5, scale=127.5)
 
-    return TaskData(name="halves", train=split(n_train), val=split(n_eval), test=split(n_eval), seq_len=length,
-                    d_output=2)
+    return TaskData(name="halves", train=split(n_train), val=split(n_eval), test=split(n_eval),
+                    seq_len=side * side, d_output=2)
 
 
 def _model(mode: str = "s4d") -> SequenceModel:
+    """A small Pathfinder-style model (BatchNorm pre-norm, bidirectional, mean pooling); S4's kernel length is the
+    task's, as the runner sets it."""
+    layer = {"mode": mode, "d_state": 8, "bidirectional": True, "output": "glu"}
+    if mode == "s4":
+        layer["l_max"] = 64
     return SequenceModel(d_input=1, d_output=2, d_model=16, n_layers=2, norm="batch", prenorm=True, pool="mean",
-                         layer={"mode": mode, "d_state": 8, "bidirectional": True, "output": "glu"})
+                         layer=layer)
 
 
 def test_asking_for_graphs_on_the_cpu_stops_before_anything_is_written(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(step_graph.ENV_VAR, "1")
     run_dir = tmp_path / "run"
     with pytest.raises(ValueError, match=f"{step_graph.ENV_VAR}=1 .* CUDA device .* {step_graph.ENV_VAR}=0"):
-        train(_model, _task(), TrainConfig(lr=0.01, epochs=1, batch_size=8), run_dir=run_dir, device="cpu", progress=False)
+        train(_model, _task(), TrainConfig(lr=0.01, epochs=1, batch_size=8), run_dir=run_dir, device="cpu",
+              progress=False)
     assert not run_dir.exists()
 
 

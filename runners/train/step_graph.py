@@ -8,8 +8,8 @@ another. The loss, the optimizer step and the evaluation stay eager. The capture
 same computation, nothing reimplemented.
 
 Kept as the eager loop has it:
-- the BatchNorm running statistics: the capture's warm-up passes update them, so they are saved before and put
-  back after;
+- the BatchNorm running statistics and batch counters: the capture's warm-up passes update them, so they are saved
+  before and put back after (other buffers are left as the warm-up leaves them, as the eager first step would);
 - the gradients: the parameters' ``.grad`` are filled by autograd from the graph's outputs, as usual;
 - evaluation: it runs eagerly (eval mode) on the same parameters, which the optimizer updates in place;
 - batches of another shape (a short last batch): eager.
@@ -68,7 +68,9 @@ class GraphedForward:
                  warmup: int = 3):
         if not model.training:
             raise ValueError("GraphedForward: the model must be in training mode when it is captured")
-        saved = [b.detach().clone() for b in model.buffers()]  # BatchNorm statistics, counters
+        norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase)]
+        stats = [b for m in norms for b in m.buffers(recurse=False)]  # running mean / var, batch counters
+        saved = [b.detach().clone() for b in stats]
         with torch.autocast("cuda", dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None,
                             cache_enabled=False):
             torch.cuda.make_graphed_callables(model, (sample,), num_warmup_iters=warmup)
@@ -79,7 +81,7 @@ class GraphedForward:
                                f"the module (torch {torch.__version__}); run with {ENV_VAR}=0")
         self._graphed = model.__dict__.pop("forward")
         with torch.no_grad():
-            for buffer, value in zip(model.buffers(), saved):
+            for buffer, value in zip(stats, saved):
                 buffer.copy_(value)
         self.shape, self.dtype, self.device = sample.shape, sample.dtype, sample.device
 
