@@ -97,6 +97,41 @@ def test_a_call_with_graphs_is_a_segment_of_its_own() -> None:
     assert "(forward and backward from CUDA graphs) from step 10" in segments_note(graphed)
 
 
+def test_the_loop_with_a_stand_in_capture_is_the_eager_loop(tmp_path, monkeypatch) -> None:
+    """The plumbing on the CPU: a stand-in for make_graphed_callables runs its warm-up passes (forward and backward,
+    which move BatchNorm's statistics) and installs a forward that counts its calls. The run must equal the eager run
+    exactly (so the statistics were put back), the training steps must go through the installed forward, and the
+    evaluations must not."""
+    calls = {"graphed": 0}
+
+    def stand_in(module, sample_args, num_warmup_iters=3):
+        for _ in range(num_warmup_iters):
+            out = module(*sample_args)
+            torch.autograd.grad(out.float().sum(), [q for q in module.parameters() if q.requires_grad])
+        eager_forward = module.forward
+
+        def graphed_forward(*args):
+            calls["graphed"] += 1
+            return eager_forward(*args)
+
+        module.forward = graphed_forward
+        return module
+
+    monkeypatch.setattr(step_graph, "refusal", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", stand_in)
+    cfg = TrainConfig(epochs=2, batch_size=8, lr=0.01, weight_decay=0.01, device_data=True, seed=3)
+    monkeypatch.setenv(step_graph.ENV_VAR, "1")
+    graphed = train(_model, _task(), cfg, run_dir=tmp_path / "g", device="cpu", progress=False)
+    monkeypatch.setenv(step_graph.ENV_VAR, "0")
+    eager = train(_model, _task(), cfg, run_dir=tmp_path / "e", device="cpu", progress=False)
+    assert calls["graphed"] == 2 * (48 // 8)  # every training step, no evaluation
+    keys = ("train_loss", "val_loss", "test_loss", "val_metric")
+    assert [[h[k] for k in keys] for h in graphed.history] == [[h[k] for k in keys] for h in eager.history]
+    g_state = load_checkpoint(tmp_path / "g" / "checkpoint.pt")["model"]
+    e_state = load_checkpoint(tmp_path / "e" / "checkpoint.pt")["model"]
+    assert all(torch.equal(g_state[k], v) for k, v in e_state.items())
+
+
 def _train(run_dir: Path, graphs: bool, amp: str, mode: str, monkeypatch) -> tuple[list[dict], dict]:
     monkeypatch.setenv(step_graph.ENV_VAR, "1" if graphs else "0")
     cfg = TrainConfig(epochs=3, batch_size=8, lr=0.01, weight_decay=0.01, amp=amp, device_data=True, seed=3)
