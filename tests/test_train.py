@@ -420,14 +420,15 @@ def test_kill_mid_epoch_resumes_without_losing_an_epoch(tmp_path):
 def test_time_budget_stops_evaluates_and_continues(tmp_path):
     task = majority_task()
     base = dict(lr=0.05, epochs=2, batch_size=32, scheduler="cosine")
-    res = train(lambda: PoolClassifier(), task, TrainConfig(**base, max_minutes=1e-6), tmp_path / "b", CPU,
-                progress=False)
+    # a budget of 0.3 s, and 0.6 s spent after the second step (none after the first): the clock starts after the
+    # first step (start-up costs), so the budget runs out at the second, whatever the machine's speed
+    budget = TrainConfig(**base, max_minutes=0.005)
+    res = train(lambda: PoolClassifier(), task, budget, tmp_path / "b", CPU, progress=False,
+                on_step=lambda epoch, step: time.sleep(0.6) if step == 2 else None)
     assert res.stop_reason == "max_minutes"
-    # the clock starts after the first step (start-up costs), so a tiny budget stops after the second
     assert len(res.history) == 1 and res.history[0]["partial"] and res.history[0]["steps"] == 2
     assert res.best_epoch == 1 and res.test_at_best_val == res.history[0]["test_metric"]
-    again = train(lambda: PoolClassifier(), task, TrainConfig(**base, max_minutes=1e-6), tmp_path / "b", CPU,
-                  progress=False)
+    again = train(lambda: PoolClassifier(), task, budget, tmp_path / "b", CPU, progress=False)
     # budget spent: no more steps; the speed reported is the one the training call measured (from the checkpoint)
     assert again.history == res.history and again.steps_per_second == res.steps_per_second is not None
     more = train(lambda: PoolClassifier(), task, TrainConfig(**base), tmp_path / "b", CPU, progress=False)
