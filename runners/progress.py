@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 
 from tabulate import tabulate
 
-from .projection import load_step_rates, projections
+from .projection import load_step_rates, projections, series_projection
 from .expected import expected_path, load_expected, series_cell
 from .spec import SpecError, find_spec, load_spec
 from .train import checkpoint as ckpt_io
@@ -143,8 +143,8 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
     except (ckpt_io.CheckpointMismatch, KeyError, TypeError, ValueError) as exc:
         empty.problem = f"{path}: {' '.join(str(exc).split())}"
         return empty
-    by_series = {e.get("series"): e for e in projections(rates, spec_id, tier).values()} if row_task else {}
-    projected = by_series[cell]["projected_gpu_hours"] if cell in by_series else None
+    series = series_projection(projections(rates, spec_id, tier), cell) if row_task else None
+    projected = series["projected_gpu_hours"] if series else None
     world = int(ckpt.get("world_size") or 1)
     return CellProgress(
         paper=_number((series_cell(_expected_of(spec_id), *row_task) or {}).get("paper")) if row_task else None,

@@ -76,14 +76,18 @@ def projections(records: list[tuple[Path, dict]], spec_id: str, tier: str) -> di
     return out
 
 
-def cell_projection(projected: dict[str, dict], cell: str, series: Optional[str] = None) -> Optional[dict]:
-    """The projection of ``cell`` ("row/column") in ``projections()``: its own entry, else, for a cell its training
-    unit reports that the step-rate record does not list (a column added after the rate was measured), the newest
-    entry of the same training series ("<model row> / <task>"); None without either."""
-    if cell in projected:
-        return projected[cell]
+def series_projection(projected: dict[str, dict], series: Optional[str]) -> Optional[dict]:
+    """The newest entry of ``projections()`` for the training series ``series`` ("<model row> / <task>"), whichever
+    of its cells the record lists; None without one."""
     same = [p for p in projected.values() if series is not None and p.get("series") == series]
     return max(same, key=lambda p: p["recorded"]) if same else None
+
+
+def cell_projection(projected: dict[str, dict], cell: str, series: Optional[str] = None) -> Optional[dict]:
+    """The projection of ``cell`` ("row/column") in ``projections()``: its own entry, else, for a cell its training
+    unit reports that the step-rate record does not list (a column added after the rate was measured), that of its
+    training series; None without either."""
+    return projected[cell] if cell in projected else series_projection(projected, series)
 
 
 def projection_text(p: Optional[dict]) -> str:
