@@ -23,17 +23,24 @@ Refused, with the reason, rather than silently skipped when the variable asks fo
 - with gradient accumulation, a dual-input task, fp16 (its gradient scaler) or the bf16 residual stream.
 
 On a GPU, tests/test_step_graph.py compares it with the eager loop over several epochs (evaluated in between): the
-losses, the parameters and the running statistics. It stays opt-in until that test and a speed A/B have run on a GPU.
+losses, the parameters and the running statistics. Run on an H100 (results/diagnostics/longrange_campaign_20261127T2109.log),
+that test fails: the training losses of three epochs match the eager loop's within 1e-5 (float32), but the validation
+losses differ by 0.4-2.2 %, so some state that only evaluation reads (BatchNorm's running statistics are the first
+suspect) does not follow the eager loop. Until it passes, the switch warns at every capture (STILL_FAILS), and its
+runs are not for results; ``test_each_graphed_step_leaves_the_eager_state`` names the tensor that differs.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Optional
 
 import torch
 from torch import nn
 
 ENV_VAR = "SSM_STEP_GRAPHS"
+STILL_FAILS = (f"{ENV_VAR}=1: the graphed training step fails its GPU test (tests/test_step_graph.py: its runs' "
+               "validation losses differ from the eager loop's by up to 2 %); do not use its runs for results")
 
 
 def requested() -> bool:
@@ -68,6 +75,7 @@ class GraphedForward:
                  warmup: int = 3):
         if not model.training:
             raise ValueError("GraphedForward: the model must be in training mode when it is captured")
+        warnings.warn(STILL_FAILS, RuntimeWarning, stacklevel=2)
         norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase)]
         stats = [b for m in norms for b in m.buffers(recurse=False)]  # running mean / var, batch counters
         saved = [b.detach().clone() for b in stats]
