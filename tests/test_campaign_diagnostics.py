@@ -181,3 +181,31 @@ def test_autocast_agreement_reports_the_output_and_the_gradients(capsys: pytest.
     assert "median over 66 parameters" in out and len([ln for ln in out.splitlines() if "gradient norm" in ln]) == 2
     assert script.main(["--rows", "No Such Row"]) == 2
     assert "not a training cell" in capsys.readouterr().err
+
+
+def test_step_curves_draws_each_runs_step_log(tmp_path, capsys) -> None:
+    """benchmarks/diagnostics/step_curves.py on the steps.jsonl a short training writes; its errors name what is
+    wrong."""
+    from runners.train import TrainConfig, train
+    from test_train import CPU, PoolClassifier, majority_task
+
+    runs = tmp_path / "runs"
+    cfg = TrainConfig(lr=0.05, epochs=2, batch_size=32, log_every_steps=2)
+    train(lambda: PoolClassifier(), majority_task(), cfg, runs / "spec" / "full" / "A__Task", CPU, progress=False)
+    main = _script("step_curves").main
+    assert main(["--runs", str(runs), "--out", str(tmp_path / "s.png")]) == 0
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["--runs", str(runs), "--out", str(tmp_path / "t.png"), "--from-epoch", "3"]) == 2
+    assert "no <spec>/<folder>/<cell>/steps.jsonl with windows from epoch 3" in capsys.readouterr().err
+    assert main(["--runs", str(runs), "--out", str(tmp_path / "t.png"), "--from-epoch", "0"]) == 2
+    assert "--from-epoch 0" in capsys.readouterr().err
+    assert main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "t.png")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    log = runs / "spec" / "full" / "A__Task" / "steps.jsonl"
+    log.write_text(log.read_text() + '{"step": 99}\n')
+    assert main(["--runs", str(runs), "--out", str(tmp_path / "t.png")]) == 2
+    assert f"{log}:9: a steps.jsonl line needs step, epoch, steps and train_loss" in capsys.readouterr().err
+    log.write_text("not json\n")
+    assert main(["--runs", str(runs), "--out", str(tmp_path / "t.png")]) == 2
+    assert f"{log}:1: not a JSON object" in capsys.readouterr().err
+    assert not (tmp_path / "t.png").exists()

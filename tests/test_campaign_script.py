@@ -116,3 +116,31 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
 def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:
     assert _collect().main([str(tmp_path)]) == 2
     assert f"{tmp_path}: no campaign.tar.part* files" in capsys.readouterr().err
+
+
+def test_collect_puts_a_runs_logs_beside_its_checkpoint(tmp_path: Path) -> None:
+    """A pack made by hand (one checkpoint, its run's metrics.jsonl and steps.jsonl in the call's logs): home, both
+    logs lie beside the checkpoint; a run whose logs did not come back gets none."""
+    from runners.train.transfer import pack
+
+    runs, stage = tmp_path / "runs", tmp_path / "stage"
+    for cell in ("A__Pathfinder", "B__Pathfinder"):
+        (runs / "spec" / "full" / cell).mkdir(parents=True)
+        (runs / "spec" / "full" / cell / "checkpoint.pt").write_bytes(cell.encode())
+    pack(runs, stage / "ckpt")
+    logged = stage / "logs" / "runs" / "runs" / "spec" / "full" / "A__Pathfinder"
+    logged.mkdir(parents=True)
+    (logged / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (logged / "steps.jsonl").write_text('{"step": 50}\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    with tarfile.open(out / "campaign.tar.part00", "w") as tar:
+        for name in ("ckpt", "logs"):
+            tar.add(stage / name, arcname=name)
+    home = tmp_path / "home"
+    assert _collect().main([str(out), "--checkpoints", str(home), "--results", str(tmp_path / "results")]) == 0
+    cell = home / "spec" / "full" / "A__Pathfinder"
+    assert (cell / "checkpoint.pt").read_bytes() == b"A__Pathfinder"
+    assert (cell / "metrics.jsonl").read_text() == '{"epoch": 1}\n'
+    assert (cell / "steps.jsonl").read_text() == '{"step": 50}\n'
+    assert sorted(p.name for p in (home / "spec" / "full" / "B__Pathfinder").iterdir()) == ["checkpoint.pt"]

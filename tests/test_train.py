@@ -395,18 +395,22 @@ class Killed(RuntimeError):
     pass
 
 
+def train_until_killed(make, task: TaskData, cfg: TrainConfig, run_dir: Path, at: tuple[int, int]) -> None:
+    """Train until the step ``at`` = (epoch index, steps done in it), where the run dies as if killed."""
+    def kill(epoch: int, step: int) -> None:
+        if (epoch, step) == at:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(make, task, cfg, run_dir, CPU, progress=False, on_step=kill)
+
+
 def test_kill_mid_epoch_resumes_without_losing_an_epoch(tmp_path):
     task = majority_task()
     cfg = TrainConfig(lr=0.05, epochs=3, batch_size=32, grad_accum=2, checkpoint_every_steps=3,
                       scheduler="cosine", warmup_epochs=1)
     make = lambda: PoolClassifier(dropout=0.2)  # noqa: E731
-
-    def kill(epoch: int, step: int) -> None:
-        if (epoch, step) == (1, 5):
-            raise Killed
-
-    with pytest.raises(Killed):
-        train(make, task, cfg, tmp_path / "killed", CPU, progress=False, on_step=kill)
+    train_until_killed(make, task, cfg, tmp_path / "killed", at=(1, 5))
     ck = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)
     assert (ck["epoch"], ck["step"], ck["global_step"]) == (1, 3, 11)  # last checkpoint: step 3 of epoch 2
     assert len(ck["history"]) == 1  # the finished first epoch is kept

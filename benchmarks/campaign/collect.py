@@ -4,10 +4,10 @@
 
 PARTS_DIR holds campaign.tar.part00, part01, ... Each packed checkpoint goes to
 ``<checkpoints>/<spec>/<folder>/<cell>/checkpoint.pt`` (checked against the pack's manifest, written atomically),
-with the run's metrics.jsonl beside it and, for a ``--set`` folder, its overrides.json; every results file the call
-wrote (step-rate records, the results of cells that finished) goes to the same place under ``<results>``, never over
-a file already there; ``--logs DIR`` keeps the call's logs (for the campaign's log). Then it prints where every run
-under ``<checkpoints>`` stands (``python -m runners progress``).
+with the run's metrics.jsonl and steps.jsonl beside it and, for a ``--set`` folder, its overrides.json; every results
+file the call wrote (step-rate records, the results of cells that finished) goes to the same place under
+``<results>``, never over a file already there; ``--logs DIR`` keeps the call's logs (for the campaign's log). Then
+it prints where every run under ``<checkpoints>`` stands (``python -m runners progress``).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from runners.train.transfer import MANIFEST, TransferError, unpack  # noqa: E402
 
 PART_GLOB = "campaign.tar.part*"
 OVERRIDES = "overrides.json"
+RUN_LOGS = ("metrics.jsonl", "steps.jsonl")  # a run's logs kept beside its checkpoint
 
 
 class CollectError(ValueError):
@@ -74,8 +75,9 @@ def collect(parts_dir: Path, checkpoints: Path, results: Path, logs: Path | None
                 spec, folder, cell, name = Path(relative).parts
                 _copy(stage / "unpacked" / relative, checkpoints / spec / folder / cell / name)
                 done.append(f"{checkpoints / relative}")
-                for extra, dest in ((runs_logs / spec / folder / cell / "metrics.jsonl",
-                                     checkpoints / spec / folder / cell / "metrics.jsonl"),
+                logged = [(runs_logs / spec / folder / cell / name, checkpoints / spec / folder / cell / name)
+                          for name in RUN_LOGS]
+                for extra, dest in (*logged,
                                     (runs_logs / spec / folder / OVERRIDES, checkpoints / spec / folder / OVERRIDES)):
                     if extra.is_file():
                         _copy(extra, dest)

@@ -68,7 +68,7 @@ wait
 PACK=(--cells 's4d-table-5/full/*' --cells 's4d-table-6/full/*')
 [ -f "$STAGE/pack_globs" ] && while read -r glob; do PACK+=(--cells "$glob"); done < "$STAGE/pack_globs"
 python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" "${PACK[@]}" >> "$LOG/calls.txt" 2>&1
-for f in runs/*/full*/*/metrics.jsonl runs/*/full*/logs/* runs/*/full*/overrides.json; do
+for f in runs/*/full*/*/metrics.jsonl runs/*/full*/*/steps.jsonl runs/*/full*/logs/* runs/*/full*/overrides.json; do
   [ -f "$f" ] && { d="$LOG/runs/$(dirname "$f")"; mkdir -p "$d"; cp "$f" "$d/"; }
 done
 touch -d "@$START" "$STAGE/.start"

@@ -27,7 +27,7 @@ MONITORS = ("val_acc", "val_rmse", "val_loss")
 #: Fields that may differ between a checkpoint and the config that resumes it (they do not change
 #: what is computed). ``epochs`` may grow except under the cosine schedule, whose length it sets.
 RESUMABLE_FIELDS = ("epochs", "max_minutes", "checkpoint_every_steps", "num_workers", "device_data",
-                    "eval_batch_size", "grad_accum")
+                    "eval_batch_size", "grad_accum", "log_every_steps")
 
 
 def _err(field: str, value: Any, allowed: str) -> ValueError:
@@ -68,6 +68,8 @@ class TrainConfig:
     max_steps_per_epoch: Optional[int] = None
     eval_batch_size: Optional[int] = None  # per process; default batch_size
     checkpoint_every_steps: Optional[int] = None
+    # the training loss and largest gradient norm of every this many optimizer steps, in steps.jsonl (0: none)
+    log_every_steps: int = 50
     num_workers: int = 0
     # the training set kept on the training device and each batch gathered there (same batches, same order, no
     # host work per step); for datasets that can (a ``gather`` method, e.g. LRA's images); others are refused
@@ -126,6 +128,8 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 raise _err(name, value, "None or an integer >= 1")
+        if not _is_int(self.log_every_steps) or self.log_every_steps < 0:
+            raise _err("log_every_steps", self.log_every_steps, "an integer >= 0 (0: no step log)")
         if not _is_int(self.num_workers) or self.num_workers < 0:
             raise _err("num_workers", self.num_workers, "an integer >= 0")
         if not isinstance(self.device_data, bool):

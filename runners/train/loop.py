@@ -17,7 +17,8 @@ What it does, in order:
     clipping, the model's forward and backward optionally replayed from CUDA graphs (SSM_STEP_GRAPHS=1,
     :mod:`runners.train.step_graph`), then validation and test evaluation (under the same autocast);
   * checkpoints every epoch and every ``checkpoint_every_steps`` steps, appends one line per epoch
-    to ``run_dir/metrics.jsonl`` and writes ``run_dir/summary.json``;
+    to ``run_dir/metrics.jsonl`` and one per ``log_every_steps`` steps (training loss, largest gradient norm) to
+    ``run_dir/steps.jsonl`` (:mod:`runners.train.step_log`), and writes ``run_dir/summary.json``;
   * reports the test score at the best validation epoch, as the papers do.
 
 History entries (also the lines of metrics.jsonl): epoch (1-based), train_loss, train_metric,
@@ -65,6 +66,7 @@ from ssm_core.optim import build_optimizer
 from . import checkpoint as ckpt_io
 from . import distributed as dist_io
 from . import step_graph
+from .step_log import StepLog, gradient_norm
 from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
 from .schedule import LRSchedule
 from .tb_log import EpochLog
@@ -155,6 +157,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     elapsed_before, epoch_seconds_before = 0.0, 0.0  # wall time of earlier runs (budget, epoch timing)
     measured_before: Optional[dict] = None  # speed and memory measured by the run that saved the checkpoint
     segments: list[dict] = []  # code of the calls that trained it (see code_segments)
+    step_lines: list[dict] = []  # the step log's windows (steps.jsonl)
     ckpt_path = run_dir / ckpt_io.CHECKPOINT_NAME
     task_sig = _task_signature(task)
     if ckpt_path.exists():
@@ -173,6 +176,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         elapsed_before, epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
         measured_before = ckpt.get("measured")
         segments = list(ckpt.get("segments", [{"git_commit": None, "from_global_step": 0}]))
+        step_lines = list(ckpt.get("steps_log", []))  # none in a checkpoint from before the step log
         if ckpt["world_size"] == world:
             ckpt_io.set_rng_state(ckpt["rng"][rank], device)
         else:
@@ -182,6 +186,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         _rewrite_jsonl(run_dir / "metrics.jsonl", history + ([partial] if partial else []))
+    step_log = StepLog(run_dir, cfg.log_every_steps, step_lines, accum, write=main)
     epoch_log = EpochLog(run_dir, logs if main else (), task.task_type, next_epoch=len(history) + 1)
 
     net: nn.Module = DDP(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else model
@@ -222,6 +227,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 "schedule": schedule.state_dict(), "scaler": scaler.state_dict(),
                 "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
                 "history": history, "partial": partial_entry, "best": best_validation(history, monitor),
+                "steps_log": step_log.lines,
                 "elapsed_seconds": saved_elapsed, "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
                 "measured": speed_memory, "segments": segments,
                 "rng": rng,
@@ -255,15 +261,22 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                         out = graphed(net, x) if graphed is not None else _forward(net, x, task.dual)
                     loss = _loss_and_accumulate(out, y, task, accum)
                     scaler.scale(loss / cfg.grad_accum).backward()
+            norm = None  # the global gradient norm, for the step log
             if cfg.grad_clip is not None:
                 scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            elif step_log.on:
+                scaler.unscale_(optimizer)  # fp16: the gradients' own scale (scaler.step then does not unscale again)
+                norm = gradient_norm(model.parameters())
+            step_log.step(norm)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             if steps_this_call == 0:
                 segments = code_segments(segments, global_step, device_name(device), step_graphs=use_step_graph)
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
+            if step_log.due(global_step):
+                step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)
             if t_clock is None:
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
@@ -272,6 +285,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             if show and (step % 10 == 0 or step == steps_per_epoch):
                 bar.set_postfix(loss=f"{(accum[0] / accum[2]).item():.4f}", lr=f"{cfg.lr * lr_factor:.2e}")
             if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0 and step < steps_per_epoch:
+                step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)  # no window spans a save
                 save(None)
             if on_step is not None:
                 on_step(epoch, step)
@@ -287,6 +301,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         train_seconds += time.perf_counter() - t_train - save_seconds
 
         # ---- end of epoch (or of the budget): evaluate, log, checkpoint
+        step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)  # the window cut by it, if any
         train_loss, train_metric = _finish(dist_io.all_reduce_sum(accum.clone(), info), task.task_type)
         val_loss, val_metric = evaluate(model, task.val, task, cfg, device, info, amp_dtype)
         test_loss, test_metric = evaluate(model, task.test, task, cfg, device, info, amp_dtype)
@@ -303,6 +318,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             schedule.epoch_end(val_loss if monitor == "val_loss" else val_metric)
             epoch, step, epoch_seconds_before = epoch + 1, 0, 0.0
             accum.zero_()
+            step_log.restart(accum)
             t_epoch = time.perf_counter()  # the next epoch's clock starts at this checkpoint
             save(None)
         if main:
