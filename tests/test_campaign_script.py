@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "campaign" / "longrange.sh"
-TOOLS = ("bash", "tar", "split", "timeout", "find", "cp")
+TOOLS = ("bash", "tar", "split", "timeout", "find", "cp", "nice")
 RUNS_FILE = ROOT / "benchmarks" / "campaign" / "s4d_lin.txt"
 
 
