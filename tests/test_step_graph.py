@@ -16,6 +16,7 @@ from runners.train.checkpoint import load as load_checkpoint
 from runners.train.loop import code_segments
 from runners.train.table import segments_note
 from ssm_core import SequenceModel
+from ssm_core.blocks import make_norm
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -168,14 +169,27 @@ def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _steps(graphs: bool, norm: str, n_steps: int = 6, device: torch.device = CUDA) -> list[dict[str, torch.Tensor]]:
+class _PlainNormModel(torch.nn.Module):
+    """No SSM layer: (B, L, 1) -> linear -> the suite's BatchNorm over (B L, H) -> GELU -> mean over L -> linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder, self.norm, self.decoder = torch.nn.Linear(1, 16), make_norm("batch", 16), torch.nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(torch.nn.functional.gelu(self.norm(self.encoder(x))).mean(1))
+
+
+def _steps(graphs: bool, arch: str, n_steps: int = 6, device: torch.device = CUDA) -> list[dict[str, torch.Tensor]]:
     """The model's state after each of ``n_steps`` AdamW steps on the task's first batches (the same seed and
     batches either way); with ``graphs`` the forward and backward run through :class:`step_graph.GraphedForward`.
-    Each state also holds 'eval_out': the eval-mode output on a fixed batch."""
+    Each state also holds 'eval_out': the eval-mode output on a fixed batch. ``arch``: 's4d/<norm>' (two S4D blocks
+    with that norm) or 'plain/batch' (:class:`_PlainNormModel`)."""
     torch.manual_seed(5)
+    kind, norm = arch.split("/")
     layer = {"mode": "s4d", "d_state": 8, "bidirectional": True, "output": "glu"}
-    model = SequenceModel(d_input=1, d_output=2, d_model=16, n_layers=2, norm=norm, prenorm=True, pool="mean",
-                          layer=layer).to(device)
+    model = (SequenceModel(d_input=1, d_output=2, d_model=16, n_layers=2, norm=norm, prenorm=True, pool="mean",
+                           layer=layer) if kind == "s4d" else _PlainNormModel()).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.01)
     task = _task()
     probe, _ = task.val.gather(torch.arange(8), device)
@@ -198,15 +212,15 @@ def _steps(graphs: bool, norm: str, n_steps: int = 6, device: torch.device = CUD
 
 
 @needs_cuda
-@pytest.mark.parametrize("kernel_graphs", ["1", "0"])
-@pytest.mark.parametrize("norm", ["batch", "layer"])
-def test_each_graphed_step_leaves_the_eager_state(monkeypatch, norm, kernel_graphs) -> None:
+@pytest.mark.parametrize("arch, kernel_graphs", [("s4d/batch", "1"), ("s4d/batch", "0"), ("s4d/layer", "1"),
+                                                 ("s4d/layer", "0"), ("plain/batch", "1")])
+def test_each_graphed_step_leaves_the_eager_state(monkeypatch, arch, kernel_graphs) -> None:
     """Step by step, every parameter and buffer (BatchNorm's statistics included) and the eval-mode output after
-    each of six steps, graphed against eager, with BatchNorm and LayerNorm and with the SSM kernels' own graphs on and
-    off: the failure lists the first step and every tensor that differs, so that a mismatch says where it comes
-    from."""
+    each of six steps, graphed against eager: S4D blocks with BatchNorm and with LayerNorm, with the SSM kernels' own
+    graphs on and off, and BatchNorm without an SSM layer. The failure lists the first step and every tensor that
+    differs, so that a mismatch says where it comes from."""
     monkeypatch.setenv("SSM_KERNEL_GRAPHS", kernel_graphs)
-    graphed, eager = _steps(True, norm), _steps(False, norm)
+    graphed, eager = _steps(True, arch), _steps(False, arch)
     bad = []
     for k, (g, e) in enumerate(zip(graphed, eager)):
         for name, value in e.items():
