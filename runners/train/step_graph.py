@@ -23,10 +23,10 @@ Refused, with the reason, rather than silently skipped when the variable asks fo
 - with gradient accumulation, a dual-input task, fp16 (its gradient scaler) or the bf16 residual stream.
 
 On a GPU, tests/test_step_graph.py compares it with the eager loop over several epochs (evaluated in between): the
-losses, the parameters and the running statistics. Run on an H100 (results/diagnostics/longrange_campaign_20261127T2109.log),
-that test fails: the training losses of three epochs match the eager loop's within 1e-5 (float32), but the validation
-losses differ by 0.4-2.2 %, so some state that only evaluation reads (BatchNorm's running statistics are the first
-suspect) does not follow the eager loop. Until it passes, the switch warns at every capture (STILL_FAILS), and its
+losses, the parameters and the running statistics. Run on an H100
+(results/diagnostics/longrange_campaign_20261127T2109.log), that test fails: the training losses of three epochs
+match the eager loop's within 1e-5 (float32), but the validation losses differ by 0.4-2.2 %, so some state that only
+evaluation reads (BatchNorm's running statistics are the first suspect) does not follow the eager loop. Until it passes, the switch warns at every capture (STILL_FAILS), and its
 runs are not for results; ``test_each_graphed_step_leaves_the_eager_state`` names the tensor that differs.
 """
 from __future__ import annotations
