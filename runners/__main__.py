@@ -507,8 +507,8 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
                        description="List every training cell with a checkpoint under runs/<spec>/<tier>/<cell>/: "
                                    "epochs done of the schedule's, the last complete epoch's validation value (and "
                                    "the one at the last deadline, mid-epoch), the best so far, the training hours "
-                                   "spent and the projected GPU-hours of the whole schedule. No verdicts: check "
-                                   "judges results files.")
+                                   "spent and the projected GPU-hours of the whole schedule, and the devices it "
+                                   "trained on. No verdicts: check judges results files.")
     p.add_argument("spec", nargs="*", help="spec ids (default: every spec with a checkpoint)")
     p.add_argument("--runs", metavar="DIR", help="read checkpoints under DIR instead of runs/ (e.g. checkpoints/)")
     p.set_defaults(fn=cmd_progress)

@@ -4,7 +4,8 @@
 ``runs/<spec id>/<tier or configuration>/<cell>/`` (or ``DIR``, e.g. ``checkpoints/``): the paper's value of the
 cell (its expected file), epochs done of the schedule's, the last complete epoch's validation value and the best so
 far, the training time spent (every call together) beside the projected GPU-hours of the whole schedule
-(runners/projection.py, from a measured step rate), and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
+(runners/projection.py, from a measured step rate), the devices its calls trained on (the checkpoint's segments),
+and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
 
 A classification run whose every complete epoch (at least :data:`CHANCE_MIN_EPOCHS`) ended with a training loss
 within :data:`CHANCE_LOSS_FRACTION` of ln C (C classes: the loss of a model that gives every input the same,
@@ -51,6 +52,7 @@ class CellProgress:
     problem: Optional[str] = None  # why the checkpoint could not be read
     paper: Optional[float] = None  # the paper's value of the cell (its expected file), for comparison only
     chance_epochs: Optional[int] = None  # complete epochs, all with the training loss of chance (see the module)
+    cards: tuple[str, ...] = ()  # the devices its calls trained on, in order (the checkpoint's segments)
 
     @property
     def finished(self) -> bool:
@@ -152,7 +154,18 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
         steps_into_epoch=step, last_val=_number(history[-1].get("val_metric")) if history else None,
         cut_val=_number(partial.get("val_metric")) if step else None, best=ckpt.get("best"),
         hours=hours * world / 3600 if hours is not None else None, projected_hours=projected,
-        chance_epochs=epochs_at_chance(history, ckpt.get("task") or {}))
+        chance_epochs=epochs_at_chance(history, ckpt.get("task") or {}), cards=trained_on(ckpt.get("segments")))
+
+
+def trained_on(segments: Any) -> tuple[str, ...]:
+    """The distinct devices a checkpoint's segments record, in order (a segment from before cards were recorded
+    names none)."""
+    cards: list[str] = []
+    for segment in segments if isinstance(segments, list) else []:
+        card = segment.get("device") if isinstance(segment, dict) else None
+        if isinstance(card, str) and card and card not in cards:
+            cards.append(card)
+    return tuple(cards)
 
 
 def epochs_at_chance(history: Sequence[dict], task: dict) -> Optional[int]:
@@ -183,14 +196,14 @@ def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ())
 
 def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:
     """Table rows: spec, folder, cell, the paper's value, epochs, last validation, best, hours so far, projected
-    hours, state."""
+    hours, the devices it trained on, state."""
     def pct(v: Optional[float]) -> str:
         return f"{v:.2f}" if v is not None else "-"
 
     rows = []
     for c in cells:
         if c.problem:
-            rows.append([c.spec_id, c.folder, c.cell, "-", "-", "-", "-", "-", "-", f"unreadable: {c.problem}"])
+            rows.append([c.spec_id, c.folder, c.cell, "-", "-", "-", "-", "-", "-", "-", f"unreadable: {c.problem}"])
             continue
         epochs = f"{c.epochs_done} of {c.epochs}" + (f" (+{c.steps_into_epoch} steps)" if c.steps_into_epoch else "")
         last = pct(c.last_val) + (f" (cut: {pct(c.cut_val)})" if c.cut_val is not None else "")
@@ -200,13 +213,14 @@ def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:
         rows.append([c.spec_id, c.folder, c.cell, pct(c.paper), epochs, last, best_text,
                      f"{c.hours:.2f}" if c.hours is not None else "-",
                      f"{c.projected_hours:.1f}" if c.projected_hours is not None else "-",
+                     "\n".join(c.cards) or "-",
                      ("finished" if c.finished else "in progress")
                      + (f"; at chance ({c.chance_epochs} epochs)" if c.chance_epochs else "")])
     return rows
 
 
 PROGRESS_HEADERS = ["spec", "folder", "cell", "paper (test)", "epochs done", "last validation", "best validation",
-                    "hours so far", "projected GPU-h", "state"]
+                    "hours so far", "projected GPU-h", "trained on", "state"]
 
 
 def progress_table(cells: Sequence[CellProgress]) -> str:

@@ -167,3 +167,27 @@ def test_progress_marks_a_run_at_chance(train_project: Path, capsys: pytest.Capt
     status, out, _ = _progress(capsys, "tiny-train")
     row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
     assert status == 0 and "in progress; at chance (4 epochs)" in row
+
+
+def test_the_devices_a_run_trained_on_come_from_its_checkpoints_segments(train_project: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    capsys.readouterr()
+    _, out, _ = _progress(capsys, "tiny-train")
+    assert "trained on" in out and "CPU (" in next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
+    ckpt = torch.load(CELL, weights_only=True)
+    ckpt["segments"] = [{"from_global_step": 0}, {"device": "NVIDIA H100 80GB HBM3", "from_global_step": 5},
+                        {"device": "NVIDIA H200", "from_global_step": 9},
+                        {"device": "NVIDIA H100 80GB HBM3", "from_global_step": 12}]
+    torch.save(ckpt, CELL)
+    _, out, _ = _progress(capsys, "tiny-train")
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "S4 / sCIFAR" in line)
+    assert "NVIDIA H100 80GB HBM3" in lines[at] and "NVIDIA H200" in lines[at + 1]  # each card once, in order
+    assert "H100" not in "".join(lines[at + 1:])
+    ckpt["segments"] = [{"from_global_step": 0}]  # from before cards were recorded
+    torch.save(ckpt, CELL)
+    _, out, _ = _progress(capsys, "tiny-train")
+    header = next(line for line in out.splitlines() if "trained on" in line)
+    row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
+    assert row[header.index("trained on"):].split()[0] == "-"
