@@ -196,6 +196,10 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
+    def close_window() -> None:
+        # the step log's open window as one line, at the step where training stands (collective under DDP)
+        step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)
+
     def elapsed() -> float:
         # budget clock: this call's time after its first step (start-up costs excluded, see the module docstring)
         return elapsed_before + (time.perf_counter() - t_clock if t_clock is not None else 0.0)
@@ -276,7 +280,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
                 segments = code_segments(segments, global_step, device_name(device), step_graphs=use_step_graph)
             step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
             if step_log.due(global_step):
-                step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)
+                close_window()
             if t_clock is None:
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
@@ -285,7 +289,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
             if show and (step % 10 == 0 or step == steps_per_epoch):
                 bar.set_postfix(loss=f"{(accum[0] / accum[2]).item():.4f}", lr=f"{cfg.lr * lr_factor:.2e}")
             if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0 and step < steps_per_epoch:
-                step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)  # no window spans a save
+                close_window()  # no window spans a save
                 save(None)
             if on_step is not None:
                 on_step(epoch, step)
@@ -301,7 +305,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         train_seconds += time.perf_counter() - t_train - save_seconds
 
         # ---- end of epoch (or of the budget): evaluate, log, checkpoint
-        step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)  # the window cut by it, if any
+        close_window()  # the window cut by it, if any
         train_loss, train_metric = _finish(dist_io.all_reduce_sum(accum.clone(), info), task.task_type)
         val_loss, val_metric = evaluate(model, task.val, task, cfg, device, info, amp_dtype)
         test_loss, test_metric = evaluate(model, task.test, task, cfg, device, info, amp_dtype)
