@@ -98,6 +98,7 @@ SEQUENCE_MODEL_KEYS: dict[str, Check] = {
     "dropout": _DROPOUT,
     "pool": _choice(POOLS),
     "mask_padding": check_bool,
+    "encoder_bias": check_bool,
 }
 
 TRANSFORMER_KEYS: dict[str, Check] = {

@@ -158,12 +158,17 @@ class SequenceModel(nn.Module):
     :func:`residual_stream` (torch.bfloat16) under autocast, the encoder's float32 output is rounded once to bf16
     and the residual stream, the norms' inputs and outputs and the SSM layers' inputs are bf16 (the kernels, the
     FFT convolutions and the norms' statistics still compute in float32); the pooled features are float32.
+    ``encoder_bias`` (linear encoders): whether the encoder has a bias (the papers' models do). With pre-norm
+    BatchNorm the training loss has no gradient along it (every path from the encoder starts with a BatchNorm that
+    subtracts its batch mean), so a trained bias moves only by rounding, which Adam scales to full-size steps, and
+    the first block's eval-mode running mean trails it; without the bias the model computes the same training-mode
+    function.
     """
 
     def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
                  layer: dict[str, Any] | None = None, norm: str = "layer", prenorm: bool = True,
                  dropout: float = 0.0, pool: str = "mean", vocab_size: int | None = None,
-                 pad_id: int | None = None, mask_padding: bool = False):
+                 pad_id: int | None = None, mask_padding: bool = False, encoder_bias: bool = True):
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"pool={pool!r} not allowed; choose one of: {', '.join(POOLS)}")
@@ -171,9 +176,13 @@ class SequenceModel(nn.Module):
             raise ValueError("pad_id is for token inputs: give vocab_size too")
         if mask_padding and pad_id is None:
             raise ValueError("mask_padding needs pad_id (token inputs with right padding)")
+        if not encoder_bias and vocab_size:
+            raise ValueError("encoder_bias=False is for linear encoders; a token embedding (vocab_size given) has no "
+                             "bias")
         self.pad_id, self.mask_padding = pad_id, mask_padding
         layer_kwargs = {"dropout": dropout, **(layer or {})}
-        self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
+        self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model,
+                                                                                     bias=encoder_bias)
         self.blocks = nn.ModuleList(
             ResidualBlock(SSMLayer(d_model, **layer_kwargs), norm=norm, prenorm=prenorm, dropout=dropout)
             for _ in range(n_layers))

@@ -114,6 +114,7 @@ SPEC_EDITS = [
      ["layer.lr", "keys dt, A, B"]),
     ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.lr", -0.001), ["layer.lr", "> 0"]),
     ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.mask_padding", "yes"), ["mask_padding"]),
+    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.encoder_bias", "no"), ["encoder_bias"]),
     ("s4_table6", lambda d: _set(d, "tiers.smoke.train.weight_decay_1d", 1), ["weight_decay_1d", "true or false"]),
     ("s4_table6", lambda d: _set(d, "tiers.smoke.train.batch_size", 0), ["batch_size"]),
     ("s4_table6", lambda d: _set(d, "tiers.smoke.train.lr", float("inf")), ["tiers.smoke.train.lr", "inf"]),
