@@ -27,7 +27,8 @@ def _script(name: str):
     return sys.modules[key]
 
 
-def _checkpoint(path: Path, task_name: str = "pathfinder32", values: str | None = None) -> None:
+def _checkpoint(path: Path, task_name: str = "pathfinder32", values: str | None = None,
+                seq_len: int = 1024) -> None:
     """A checkpoint as training writes it, of a small model on Pathfinder-32 (untrained weights), its first
     BatchNorm's running statistics set far from any input's."""
     config = {"arch": "ssm", "pool": "mean", "d_model": 8, "n_layers": 1, "norm": "batch", "prenorm": True,
@@ -35,7 +36,7 @@ def _checkpoint(path: Path, task_name: str = "pathfinder32", values: str | None 
     model = SequenceModel(d_input=1, d_output=2, **{k: v for k, v in config.items() if k != "arch"})
     model.blocks[0].norm.running_mean.fill_(100.0)
     torch.save({"format": 1, "config": {"epochs": 3}, "model_config": config, "model": model.state_dict(),
-                "task": {"name": task_name, "seq_len": 1024, "d_output": 2,
+                "task": {"name": task_name, "seq_len": seq_len, "d_output": 2,
                          **({"values": values} if values is not None else {})}, "epoch": 1, "step": 5,
                 "global_step": 15, "partial": {"val_metric": 50.0, "train_metric": 61.0}}, path)
 
@@ -52,6 +53,71 @@ def test_checkpoint_health_reports_both_modes_and_the_running_statistics(tmp_pat
     first = next(line for line in out.splitlines() if line.strip().startswith("blocks.0.norm ") and "running" in line)
     shift = float(first.rsplit("max", 1)[1])  # |running mean - mean| / std: the set offset shows, far above 1
     assert shift > 10
+    assert "eval mode, as stored: accuracy" in out
+    assert "eval mode, blocks.0.norm running mean from the images: accuracy" in out
+    assert "eval mode, every BatchNorm's running mean and variance from the images: accuracy" in out
+
+
+@pytest.mark.parametrize("decay_1d", [False, True])
+def test_checkpoint_health_reads_adams_state_by_parameter(tmp_path: Path, decay_1d: bool) -> None:
+    """The optimizer is rebuilt as the loop builds it (its groups depend on weight_decay_1d) and given the saved
+    state: the encoder bias's line is computed from that parameter's own moments; a state of another model is refused
+    with the checkpoint's path."""
+    from ssm_core.optim import build_optimizer
+    script = _script("pathfinder_checkpoint_health")
+    torch.manual_seed(0)
+    model = SequenceModel(d_input=1, d_output=2, d_model=8, n_layers=1, norm="batch", prenorm=True,
+                          layer={"d_state": 4, "mode": "s4d", "bidirectional": True, "output": "glu"})
+    config = {"optimizer": "adamw", "lr": 0.004, "weight_decay": 0.03, "betas": [0.9, 0.999],
+              "weight_decay_1d": decay_1d}
+    optimizer = build_optimizer(model, "adamw", 0.004, 0.03, (0.9, 0.999), decay_1d=decay_1d)
+    for seed in range(3):
+        x = torch.rand(4, 16, 1, generator=torch.Generator().manual_seed(seed))
+        torch.nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0, 1])).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    state = optimizer.state[model.encoder.bias]
+    size = state["exp_avg_sq"].double().sqrt()
+    expected = (float(size.pow(2).mean().sqrt()), float((state["exp_avg"].double().abs() / (size + 1e-8)).mean()))
+    ckpt = {"config": config, "optimizer": optimizer.state_dict()}
+    lines = script.optimizer_lines(model, ckpt, tmp_path / "c.pt")
+    bias_line = next(line for line in lines if line.strip().startswith("encoder.bias"))
+    assert f"{expected[0]:.3g}" in bias_line and f"{expected[1]:.3g}" in bias_line
+    assert any("median" in line for line in lines)
+    no_state = script.optimizer_lines(model, {"config": config}, tmp_path / "c.pt")
+    assert no_state == ["  (no Adam state in this checkpoint)"]
+    other = SequenceModel(d_input=1, d_output=2, d_model=8, n_layers=2, norm="batch", prenorm=True,
+                          layer={"d_state": 4, "mode": "s4d", "bidirectional": True, "output": "glu"})
+    with pytest.raises(script.UsageError, match="c.pt: its optimizer state does not fit"):
+        script.optimizer_lines(other, ckpt, tmp_path / "c.pt")
+
+
+@pytest.mark.parametrize("n_layers, seed", [(1, 0), (2, 1), (3, 2)])
+def test_running_statistics_from_the_inputs_make_eval_mode_train_mode(n_layers: int, seed: int) -> None:
+    """Every BatchNorm given the statistics of the inputs it sees in train mode on the very batch scored: the
+    eval-mode output is the train-mode output (float64), and input_statistics leaves the model as it found it."""
+    script = _script("pathfinder_checkpoint_health")
+    torch.manual_seed(seed)
+    model = SequenceModel(d_input=1, d_output=2, d_model=8, n_layers=n_layers, norm="batch", prenorm=True,
+                          layer={"d_state": 4, "mode": "s4d", "bidirectional": True, "output": "glu"}).double()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.uniform_(-3, 3)
+    x = torch.rand(5, 32, 1, dtype=torch.float64) * 2 - 1  # (B, L, 1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    stats = script.input_statistics(model, x, batch=5)
+    assert not model.training and all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    with torch.no_grad():
+        model.train()
+        trained = model(x)
+        model.load_state_dict(before)
+        for name, m in model.named_modules():
+            if isinstance(m, torch.nn.BatchNorm1d):
+                m.running_mean.copy_(stats[name][0])
+                m.running_var.copy_(stats[name][1])
+        model.eval()
+        evaluated = model(x)
+    assert torch.allclose(evaluated, trained, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("make, message", [
@@ -81,6 +147,15 @@ def test_checkpoint_health_scores_on_the_scaling_the_checkpoint_trained_on(tmp_p
     _checkpoint(path, values=values)
     assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "8", "--stats-n", "8", *flag]) == 0
     assert shown in capsys.readouterr().out
+
+
+def test_checkpoint_health_takes_a_path_x_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Path-X's task is named 'pathx' (Pathfinder at 128 x 128): its checkpoint is scored on 128-px images."""
+    path = tmp_path / "checkpoint.pt"
+    _checkpoint(path, task_name="pathx", values="(x - 127.5) / 127.5 in [-1, 1]", seq_len=128 * 128)
+    assert _script("pathfinder_checkpoint_health").main([str(path), "--n", "2", "--stats-n", "2", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "pathx, epoch 2" in out and "eval mode, as stored: accuracy" in out
 
 
 def test_checkpoint_health_refuses_a_scaling_the_checkpoint_contradicts(tmp_path: Path, capsys) -> None:
