@@ -69,9 +69,9 @@ def test_a_shift_of_the_encoder_bias_changes_evaluation_and_not_training(mode, b
                                                                           n_layers) -> None:
     model = _model(mode, bidirectional, pool, n_layers)
     x, y = _batch(2)
-    for _ in range(3):  # running statistics that fit the current bias
+    for k in range(3):  # running statistics that fit the current bias
         model.train()
-        model(_batch(3 + _)[0])
+        model(_batch(3 + k)[0])
     outputs = {}
     for shift in (0.0, 0.05):
         with torch.no_grad():

@@ -37,12 +37,13 @@ at every capture (STILL_FAILS), and its runs are not for results.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Optional
 
 import torch
 from torch import nn
+
+from ssm_core.ops.backend import env_switch
 
 ENV_VAR = "SSM_STEP_GRAPHS"
 STILL_FAILS = (f"{ENV_VAR}=1: the graphed training step has not passed its GPU test (tests/test_step_graph.py "
@@ -51,11 +52,8 @@ STILL_FAILS = (f"{ENV_VAR}=1: the graphed training step has not passed its GPU t
 
 def requested() -> bool:
     """Whether SSM_STEP_GRAPHS asks for graphs ('1'); '0' or unset: the eager loop."""
-    value = os.environ.get(ENV_VAR, "0")
-    if value not in ("0", "1"):
-        raise ValueError(f"environment variable {ENV_VAR}={value!r} not allowed: '1' replays the model's training "
-                         f"forward and backward from CUDA graphs, '0' (the default) runs them eagerly")
-    return value == "1"
+    return env_switch(ENV_VAR, False, "replays the model's training forward and backward from CUDA graphs",
+                      "runs them eagerly")
 
 
 def refusal(device: torch.device, world_size: int, grad_accum: int, dual: bool, amp: str) -> Optional[str]:

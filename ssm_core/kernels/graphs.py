@@ -37,7 +37,6 @@ with a RuntimeWarning that gives the reason.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from collections import OrderedDict
 from typing import Callable
@@ -45,6 +44,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from ..ops.backend import env_switch
 
 ENV_VAR = "SSM_KERNEL_GRAPHS"
 #: Captured keys kept per module (least recently used dropped first).
@@ -54,11 +55,7 @@ _FAILED = object()
 
 def enabled() -> bool:
     """Graph replay is on unless SSM_KERNEL_GRAPHS=0 (it applies to CUDA tensors only)."""
-    value = os.environ.get(ENV_VAR, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"environment variable {ENV_VAR}={value!r} not allowed: '1' replays the SSM kernel "
-                         f"generation from CUDA graphs (the default), '0' runs it eagerly")
-    return value == "1"
+    return env_switch(ENV_VAR, True, "replays the SSM kernel generation from CUDA graphs", "runs it eagerly")
 
 
 class Entry:

@@ -38,6 +38,16 @@ def triton_problem(device: torch.device) -> str | None:
     return f"Triton kernels support CUDA tensors (or CPU under TRITON_INTERPRET=1), not device type '{device.type}'"
 
 
+def env_switch(env_var: str, default: bool, on: str, off: str) -> bool:
+    """An on/off environment variable: '1' or '0' (unset: ``default``); any other value is refused by name, with
+    what each allowed value does (``on``, ``off``: e.g. 'replays ... from CUDA graphs')."""
+    value = os.environ.get(env_var, "1" if default else "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"environment variable {env_var}={value!r} not allowed: '1' {on}"
+                         f"{' (the default)' if default else ''}, '0' {off}{'' if default else ' (the default)'}")
+    return value == "1"
+
+
 def resolve_backend(backend: str | None, device: torch.device, *, env_var: str = ENV_VAR,
                     what: str = "backend") -> str:
     """Return 'torch' or 'triton' for tensors on ``device``; raise if the choice cannot run.
