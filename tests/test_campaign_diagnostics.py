@@ -1,6 +1,7 @@
 """The long-range campaign's CPU diagnostics: benchmarks/diagnostics/pathfinder_checkpoint_health.py on a small
-Pathfinder checkpoint (eval vs train-mode accuracy, the norms' parameters, BatchNorm running vs batch statistics) and
-benchmarks/diagnostics/learning_curves.py on metrics.jsonl files (seconds)."""
+Pathfinder checkpoint (eval vs train-mode accuracy, the norms' parameters, BatchNorm running vs batch statistics),
+benchmarks/diagnostics/learning_curves.py and benchmarks/diagnostics/validation_dips.py on metrics.jsonl files, and
+benchmarks/diagnostics/step_curves.py on step logs (seconds)."""
 from __future__ import annotations
 
 import importlib.util
@@ -284,3 +285,83 @@ def test_step_curves_draws_each_runs_step_log(tmp_path, capsys) -> None:
     assert main(["--runs", str(runs), "--out", str(tmp_path / "t.png")]) == 2
     assert f"{log}:1: not a JSON object" in capsys.readouterr().err
     assert not (tmp_path / "t.png").exists()
+
+
+def _dipping_run(n: int = 40, dips: dict[int, float] | None = None) -> list[dict]:
+    """A run whose validation rises by 0.5 a point per epoch, less ``dips`` at their epochs, with a cosine learning
+    rate from 4e-3 to about 0 over the ``n`` epochs."""
+    import math
+    dips = dips or {}
+    return [{"epoch": e, "train_loss": 0.5, "val_metric": 70.0 + 0.5 * e - dips.get(e, 0.0),
+             "lr": 4e-3 * 0.5 * (1 + math.cos(math.pi * (e - 1) / n))} for e in range(1, n + 1)]
+
+
+def test_validation_dips_counts_each_dip_in_its_learning_rate_band() -> None:
+    script = _script("validation_dips")
+    assert all(d == 0.0 for _, _, d in script.drops(_dipping_run()))  # a steady rise: no drop anywhere
+    rows = script.dip_rows("run", _dipping_run(dips={6: 8.0, 12: 3.0, 25: 2.5, 31: 1.0}), [2.0, 5.0])
+    by_band = {r["lr / peak"]: r for r in rows}
+    assert list(by_band) == ["1-0.75", "0.75-0.5", "0.5-0.25", "0.25-0"]
+    assert sum(r["judged"] for r in rows) == 40 - 2 * script.NEIGHBOURS  # three neighbours on each side
+    early = by_band["1-0.75"]  # epochs 4-14 (lr > 0.75 of its peak up to epoch 14 of 40)
+    assert early["epochs"] == "4-14" and early["dips > 2"] == 2 and early["dips > 5"] == 1
+    assert early["worst (epoch)"] == "8.0 (6)"
+    assert by_band["0.5-0.25"]["dips > 2"] == 1 and by_band["0.5-0.25"]["dips > 5"] == 0
+    assert by_band["0.25-0"]["dips > 2"] == 0  # a 1-point drop is not a dip at 2
+    assert by_band["0.75-0.5"]["dips > 2"] == 0
+
+
+def test_validation_dips_of_a_runs_folder_and_its_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    script = _script("validation_dips")
+    cell_dir = tmp_path / "runs" / "s4d-table-5" / "full" / "S4-LegS_suite_data__Pathfinder"
+    cell_dir.mkdir(parents=True)
+    _metrics(cell_dir / "metrics.jsonl", _dipping_run(dips={20: 6.0}))
+    out = tmp_path / "dips.json"
+    assert script.main(["--runs", str(tmp_path / "runs"), "--below", "3", "--output", str(out)]) == 0
+    assert "S4-LegS (suite data) / Pathfinder" in capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert sum(r["dips > 3"] for r in rows) == 1 and {r["run"] for r in rows} == {"S4-LegS (suite data) / Pathfinder"}
+    assert script.main(["--runs", str(tmp_path / "runs"), "--below", "0"]) == 2
+    assert "--below 0: expected thresholds > 0" in capsys.readouterr().err
+    assert script.main(["--runs", str(tmp_path / "runs"), "--neighbours", "0"]) == 2
+    assert "--neighbours 0" in capsys.readouterr().err
+    no_lr = _metrics(tmp_path / "old.jsonl", [{"epoch": 1, "train_loss": 0.6, "val_metric": 55.0}])
+    assert script.main([f"{no_lr}=s4d-table-5:S4-LegS (suite data) / Pathfinder"]) == 2
+    assert f"{no_lr}: epoch 1 has no learning rate ('lr')" in capsys.readouterr().err
+
+
+def _window(step: int, epoch: int, loss: float = 0.5, norm: float = 2.0, steps: int = 10) -> dict:
+    return {"step": step, "epoch": epoch, "steps": steps, "train_loss": loss, "grad_norm_max": norm}
+
+
+def test_step_curves_tables_the_windows_since_a_revision(tmp_path, capsys) -> None:
+    """The summary table counts the windows drawn; --since REV keeps those after the revision's last window (a run
+    the revision lacks whole), and names a revision git cannot read."""
+    import subprocess
+    main = _script("step_curves").main
+    repo = tmp_path / "repo"
+    cell = repo / "runs" / "spec" / "full" / "A__Task"
+    cell.mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    old = [_window(10 * i, 1 + (i - 1) // 3) for i in range(1, 7)]  # epochs 1-2, 30 steps each
+    (cell / "steps.jsonl").write_text("".join(json.dumps(w) + "\n" for w in old))
+    subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "before"], cwd=repo, check=True)
+    new = [_window(70, 3, 0.4, 3.0), _window(80, 3, 0.3, 30.0), _window(90, 3, 0.2, float("nan")),
+           _window(100, 4, 0.1, 2.5)]
+    (cell / "steps.jsonl").write_text("".join(json.dumps(w) + "\n" for w in old + new))
+    other = repo / "runs" / "spec" / "full" / "B__Task"  # not in the revision: drawn whole
+    other.mkdir()
+    (other / "steps.jsonl").write_text(json.dumps(_window(5, 1, steps=5)) + "\n")
+    out = tmp_path / "since.png"
+    assert main(["--runs", str(repo / "runs"), "--out", str(out), "--since", "HEAD"]) == 0
+    table = capsys.readouterr().out
+    row_a = next(line for line in table.splitlines() if "A__Task" in line)
+    cells = [c.strip() for c in row_a.strip("|").split("|")]
+    # windows, steps 60-100, 40 steps / 30 per epoch, loss 0.4 -> 0.1, median of 3, 30, 2.5 = 3, the largest 30 in
+    # epoch 3, one window above 9, one not finite
+    assert cells[1:] == ["4", "60-100", "1.3", "0.400 -> 0.100", "3", "30.0 (3)", "1", "1"]
+    assert "B__Task" in table and out.read_bytes()[:4] == b"\x89PNG"
+    assert main(["--runs", str(repo / "runs"), "--out", str(out), "--since", "no-such-rev"]) == 2
+    assert "--since no-such-rev: not a git revision" in capsys.readouterr().err

@@ -24,6 +24,11 @@ baseline's. With ``--profile-steps`` both are profiled. E.g. the bf16 residual s
     python benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
         --candidate amp=bf16_stream --profile-steps 6 --output ab.json
 
+``--candidate-env NAME=VALUE`` (repeatable) sets an environment variable for the candidate's runs only (restored
+after each), with or without ``--candidate``: e.g. ``--candidate-env SSM_STEP_GRAPHS=1``, the training step replayed
+from CUDA graphs, against the eager step. (Under it the profile's parts go by the kernels' own names: the op that
+launches them is the graph's replay.)
+
 ``--record --n-train N`` (the cell's configuration as the spec gives it, no ``--set`` or ``--batch``) also writes a
 step-rate record under ``results/step-rates/`` (``runners/projection.py``): the steady rate and, for each table
 cell the row and task serve (the release row, and the suite-data row where the tier has one), the projected
@@ -41,6 +46,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 import torch
 import yaml
@@ -186,6 +192,31 @@ def _with_sets(train_dict: dict, sets: list[str]) -> dict:
     return out
 
 
+class candidate_environment:
+    """A context in which each NAME=VALUE of ``items`` is set in ``os.environ``, and put back as it was after."""
+
+    def __init__(self, items: list[str]):
+        self.values: dict[str, str] = {}
+        for item in items:
+            name, sep, value = item.partition("=")
+            if not sep or not name or name[0].isdigit() or not name.replace("_", "").isalnum():
+                raise SystemExit(f"train_step_profile: --candidate-env {item!r}: expected NAME=VALUE with NAME made "
+                                 "of letters, digits and '_'")
+            self.values[name] = value
+        self.saved: dict[str, Optional[str]] = {}
+
+    def __enter__(self) -> None:
+        self.saved = {name: os.environ.get(name) for name in self.values}
+        os.environ.update(self.values)
+
+    def __exit__(self, *exc) -> None:
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _print_profile(prof: dict, label: str) -> None:
     print(f"  {label}step {prof['step_wall_ms']:.2f} ms under the profiler: GPU busy {prof['gpu_busy_ms']:.2f} ms, "
           f"idle (host gaps) {prof['host_gaps_ms']:.2f} ms; data loader host time "
@@ -207,7 +238,10 @@ def main() -> None:
     parser.add_argument("--candidate", action="append", default=[], metavar="KEY=VALUE",
                         help="A/B in this process: also time the cell with this TrainConfig field set (on top of "
                              "--set), alternating with the baseline, e.g. --candidate amp=bf16_stream")
-    parser.add_argument("--rounds", type=int, default=2, help="with --candidate: how many times the baseline and "
+    parser.add_argument("--candidate-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="A/B in this process: the candidate runs with this environment variable set (with or "
+                             "without --candidate), e.g. --candidate-env SSM_STEP_GRAPHS=1")
+    parser.add_argument("--rounds", type=int, default=2, help="with a candidate: how many times the baseline and "
                         "the candidate are each timed, alternately (default 2)")
     parser.add_argument("--label", default="", help="a name for this run in the output")
     parser.add_argument("--output", default=None, help="JSON file to write")
@@ -216,9 +250,10 @@ def main() -> None:
     parser.add_argument("--record", action="store_true", help="write a step-rate record under results/step-rates/")
     parser.add_argument("--n-train", type=int, default=None, help="training examples per epoch (with --record)")
     args = parser.parse_args()
-    if args.record and (args.set or args.candidate or args.batch or not args.n_train or args.n_train < 1):
+    if args.record and (args.set or args.candidate or args.candidate_env or args.batch or not args.n_train
+                        or args.n_train < 1):
         raise SystemExit("train_step_profile: --record measures the cell as configured: give --n-train N (>= 1) "
-                         "and no --set, --candidate or --batch")
+                         "and no --set, --candidate, --candidate-env or --batch")
     if args.rounds < 1:
         raise SystemExit(f"train_step_profile: --rounds {args.rounds}: expected an integer >= 1")
     model_fn, train_dict, model_config = cell_setup(args.spec, args.task, args.row, args.tier)
@@ -231,46 +266,53 @@ def main() -> None:
                       max_minutes=None)
     cfg = TrainConfig.from_dict(train_dict)
     configs = {"baseline": cfg}
-    if args.candidate:  # built (and checked) before anything is timed
+    candidate_env = candidate_environment(args.candidate_env)  # checked before anything is timed
+    ab = bool(args.candidate or args.candidate_env)
+    if ab:  # built (and checked) before anything is timed
         configs["candidate"] = TrainConfig.from_dict(_with_sets(train_dict, args.candidate))
+    environments = {"baseline": candidate_environment([]), "candidate": candidate_env}
+    candidate_name = " ".join(args.candidate + [f"env {item}" for item in args.candidate_env])
     task = synthetic_task(args.task, n_train=batch * n_steps, n_eval=batch)
     out: dict = {"label": args.label, "spec": args.spec, "task": args.task, "row": args.row, "batch": batch,
                  "sets": args.set, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                  "torch": torch.__version__, "code": Path.cwd().name, **git_provenance()}
     rates: dict[str, list[float]] = {name: [] for name in configs}
-    for round_ in range(args.rounds if args.candidate else 1):
+    for round_ in range(args.rounds if ab else 1):
         for name, run_cfg in configs.items():
             t = time.perf_counter()
-            res, steady = run_once(model_fn, task, run_cfg, model_config, n_steps, 0, args.progress)
+            with environments[name]:
+                res, steady = run_once(model_fn, task, run_cfg, model_config, n_steps, 0, args.progress)
             rates[name].append(steady)
-            tag = f"{name} (round {round_ + 1}, amp {run_cfg.amp}) " if args.candidate else ""
+            tag = f"{name} (round {round_ + 1}, amp {run_cfg.amp}) " if ab else ""
             if name == "baseline" and round_ == 0:
                 out.update(steps=n_steps, steady_steps_per_second=steady,
                            loop_steps_per_second=res.steps_per_second, peak_memory_mb=res.peak_memory_mb,
                            n_params=res.n_params, run_seconds=time.perf_counter() - t)
             elif name == "candidate" and round_ == 0:
-                out["candidate"] = {"sets": args.candidate, "peak_memory_mb": res.peak_memory_mb}
+                out["candidate"] = {"sets": args.candidate, "env": args.candidate_env,
+                                    "peak_memory_mb": res.peak_memory_mb}
             print(f"{tag}{args.label or args.row}: {args.spec} {args.row} / {args.task} batch {batch} on "
                   f"{out['device']}: {steady:.2f} steps/s from step {WARMUP_STEPS} to {n_steps} (the loop's own "
                   f"count, its start-up included: {res.steps_per_second:.2f}), peak {res.peak_memory_mb} MiB",
                   flush=True)
-    if args.candidate:
+    if ab:
         base, cand = (statistics.median(rates[name]) for name in ("baseline", "candidate"))
         out["ab"] = {"rounds": args.rounds, "baseline_steps_per_second": rates["baseline"],
                      "candidate_steps_per_second": rates["candidate"], "baseline_median": base,
                      "candidate_median": cand, "step_time_ratio": base / cand}
-        print(f"A/B ({args.rounds} rounds, medians): baseline {base:.2f}, candidate ({' '.join(args.candidate)}) "
+        print(f"A/B ({args.rounds} rounds, medians): baseline {base:.2f}, candidate ({candidate_name}) "
               f"{cand:.2f} steps/s: step time {1e3 / base:.2f} -> {1e3 / cand:.2f} ms "
               f"({100 * (1 - base / cand):+.1f} % of the baseline's time saved)", flush=True)
     if args.profile_steps:
         for name, run_cfg in configs.items():
-            _, prof = run_once(model_fn, task, run_cfg, model_config, args.profile_steps + 6, args.profile_steps,
-                               args.progress)
+            with environments[name]:
+                _, prof = run_once(model_fn, task, run_cfg, model_config, args.profile_steps + 6,
+                                   args.profile_steps, args.progress)
             if name == "baseline":
                 out["profile"] = prof
             else:
                 out["candidate"]["profile"] = prof
-            _print_profile(prof, f"{name}: " if args.candidate else "")
+            _print_profile(prof, f"{name}: " if ab else "")
     if args.output:
         Path(args.output).write_text(json.dumps(out, indent=1))
     if args.record:
