@@ -328,6 +328,9 @@ def test_validation_dips_of_a_runs_folder_and_its_errors(tmp_path: Path, capsys:
     no_lr = _metrics(tmp_path / "old.jsonl", [{"epoch": 1, "train_loss": 0.6, "val_metric": 55.0}])
     assert script.main([f"{no_lr}=s4d-table-5:S4-LegS (suite data) / Pathfinder"]) == 2
     assert f"{no_lr}: epoch 1 has no learning rate ('lr')" in capsys.readouterr().err
+    no_val = _metrics(tmp_path / "odd.jsonl", [{"epoch": 1, "train_loss": 0.6, "lr": 0.1, "val_metric": None}])
+    assert script.main([f"{no_val}=s4d-table-5:S4-LegS (suite data) / Pathfinder"]) == 2
+    assert f"{no_val}: epoch 1 has no validation metric ('val_metric')" in capsys.readouterr().err
 
 
 def _window(step: int, epoch: int, loss: float = 0.5, norm: float = 2.0, steps: int = 10) -> dict:

@@ -31,7 +31,7 @@ def test_the_environment_is_set_inside_and_put_back_after(monkeypatch, before) -
     else:
         monkeypatch.setenv("SSM_AB_PROBE", before)
     monkeypatch.setenv("SSM_AB_OTHER", "untouched")
-    env = _script().candidate_environment(["SSM_AB_PROBE=1", "SSM_AB_EMPTY="])
+    env = _script().CandidateEnvironment(["SSM_AB_PROBE=1", "SSM_AB_EMPTY="])
     with env:
         assert os.environ["SSM_AB_PROBE"] == "1" and os.environ["SSM_AB_EMPTY"] == ""
     assert os.environ.get("SSM_AB_PROBE") == before and "SSM_AB_EMPTY" not in os.environ
@@ -45,7 +45,7 @@ def test_the_environment_is_set_inside_and_put_back_after(monkeypatch, before) -
 @pytest.mark.parametrize("item", ["SSM_STEP_GRAPHS", "=1", "1ABC=1", "SSM STEP=1", "SSM-STEP=1"])
 def test_a_malformed_item_is_refused_by_name(item) -> None:
     with pytest.raises(SystemExit, match=f"--candidate-env {item!r}: expected NAME=VALUE"):
-        _script().candidate_environment([item])
+        _script().CandidateEnvironment([item])
 
 
 def _run(*extra: str) -> subprocess.CompletedProcess:

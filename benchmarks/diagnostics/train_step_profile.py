@@ -192,7 +192,7 @@ def _with_sets(train_dict: dict, sets: list[str]) -> dict:
     return out
 
 
-class candidate_environment:
+class CandidateEnvironment:
     """A context in which each NAME=VALUE of ``items`` is set in ``os.environ``, and put back as it was after."""
 
     def __init__(self, items: list[str]):
@@ -266,11 +266,11 @@ def main() -> None:
                       max_minutes=None)
     cfg = TrainConfig.from_dict(train_dict)
     configs = {"baseline": cfg}
-    candidate_env = candidate_environment(args.candidate_env)  # checked before anything is timed
+    candidate_env = CandidateEnvironment(args.candidate_env)  # checked before anything is timed
     ab = bool(args.candidate or args.candidate_env)
     if ab:  # built (and checked) before anything is timed
         configs["candidate"] = TrainConfig.from_dict(_with_sets(train_dict, args.candidate))
-    environments = {"baseline": candidate_environment([]), "candidate": candidate_env}
+    environments = {"baseline": CandidateEnvironment([]), "candidate": candidate_env}
     candidate_name = " ".join(args.candidate + [f"env {item}" for item in args.candidate_env])
     task = synthetic_task(args.task, n_train=batch * n_steps, n_eval=batch)
     out: dict = {"label": args.label, "spec": args.spec, "task": args.task, "row": args.row, "batch": batch,

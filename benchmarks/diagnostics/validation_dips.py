@@ -9,7 +9,8 @@ their learning rate as a fraction of the run's largest (the cosine schedule's ba
 0.25-0): in the campaign's pre-norm BatchNorm models a dip is an evaluation reading a first-norm running mean that
 trails an encoder bias moved by rounding in Adam-sized steps, which scale with the learning rate, so dips should
 thin out as it falls. Runs are found as ``benchmarks/diagnostics/learning_curves.py --runs`` finds them (or given
-as its METRICS=SPEC:ROW / TASK[|LABEL] entries).
+as its METRICS=SPEC:ROW / TASK[|LABEL] entries). For classification runs: the validation metric is an accuracy
+(a regression run's is an error, whose dips would be rises).
 """
 from __future__ import annotations
 
@@ -89,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for text in args.entries + (runs_entries(args.runs) if args.runs is not None else []):
             path, _, cell, label = parse_entry(text)
             history = read_history(path)
-            if missing := [h["epoch"] for h in history if not isinstance(h.get("lr"), (int, float))]:
-                raise UsageError(f"{path}: epoch {missing[0]} has no learning rate ('lr'), which the bands need")
+            for key, what in (("val_metric", "validation metric"), ("lr", "learning rate")):
+                if missing := [h["epoch"] for h in history if not isinstance(h.get(key), (int, float))]:
+                    raise UsageError(f"{path}: epoch {missing[0]} has no {what} ({key!r}), which the dips need")
             rows += dip_rows(labelled(cell, label), history, args.below, args.neighbours)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
