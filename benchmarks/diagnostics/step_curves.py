@@ -62,17 +62,23 @@ def read_steps(path: Path, content: str | None = None) -> list[dict]:
     return lines
 
 
-def last_step_at(path: Path, rev: str) -> int:
-    """The last window's optimizer step in ``path`` as git revision ``rev`` has it (-1: the revision has no such
-    file); UsageError naming the revision where git cannot read it."""
+def repository_at(folder: Path, rev: str) -> Path:
+    """The top of the git repository that holds ``folder``, checked to have revision ``rev``; UsageError naming the
+    revision where git cannot read it."""
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True,
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True,
                              text=True, check=True).stdout.strip()
         subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=top,
                        capture_output=True, text=True, check=True)
     except (subprocess.CalledProcessError, FileNotFoundError):
-        raise UsageError(f"--since {rev}: not a git revision of the repository that holds {path}") from None
-    relative = path.resolve().relative_to(Path(top).resolve()).as_posix()
+        raise UsageError(f"--since {rev}: not a git revision of the repository that holds {folder}") from None
+    return Path(top).resolve()
+
+
+def last_step_at(path: Path, rev: str, top: Path) -> int:
+    """The last window's optimizer step in ``path`` as revision ``rev`` of the repository at ``top`` has it (-1: the
+    revision has no such file)."""
+    relative = path.resolve().relative_to(top).as_posix()
     shown = subprocess.run(["git", "show", f"{rev}:{relative}"], cwd=top, capture_output=True, text=True)
     if shown.returncode != 0:
         return -1
@@ -121,9 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.from_epoch < 1:
             raise UsageError(f"--from-epoch {args.from_epoch}: an epoch is 1 or more")
         runs, rows = {}, []
+        top = repository_at(args.runs, args.since) if args.since else None
         for path in sorted(args.runs.glob(f"*/*/*/{STEPS_NAME}")):
             lines = read_steps(path)
-            after = last_step_at(path, args.since) if args.since else -1
+            after = last_step_at(path, args.since, top) if top is not None else -1
             kept = [line for line in lines if line["epoch"] >= args.from_epoch and line["step"] > after]
             if kept:
                 name = "/".join(path.relative_to(args.runs).parts[:3])
