@@ -87,22 +87,58 @@ def valid_positions(x: Tensor, pad_id: int | None) -> Tensor | None:
     return x != pad_id
 
 
-class _BatchNormOverLength(nn.BatchNorm1d):
-    """BatchNorm over features of (B, L, H) inputs (statistics over batch and length).
+class _OverLength:
+    """The forward of a BatchNorm over the features of (B, L, H) inputs (statistics over batch and length), mixed
+    into a torch BatchNorm class.
 
     The input is normalized as the (B L, H) matrix it is in memory: the same statistics (per feature, over B L
     values) as BatchNorm1d on the (B, H, L) transpose, without the two transposed copies that layout needs in
     the forward and two more in the backward.
-
-    A bfloat16 input (a bf16 residual stream, :func:`residual_stream`) gives a bfloat16 output; the statistics,
-    the running statistics and the affine parameters stay float32 (torch's batch norm on a bf16 input with float32
-    parameters, with or without autocast).
     """
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() == 2:  # (B, H): one step of recurrent mode
             return super().forward(x)
         return super().forward(x.reshape(-1, x.shape[-1])).view(x.shape)  # (B L, H) -> (B, L, H)
+
+
+class _BatchNormOverLength(_OverLength, nn.BatchNorm1d):
+    """BatchNorm over features of (B, L, H) inputs (statistics over batch and length; :class:`_OverLength`).
+
+    A bfloat16 input (a bf16 residual stream, :func:`residual_stream`) gives a bfloat16 output; the statistics,
+    the running statistics and the affine parameters stay float32 (torch's batch norm on a bf16 input with float32
+    parameters, with or without autocast).
+    """
+
+
+class SyncBatchNormOverLength(_OverLength, nn.SyncBatchNorm):
+    """The same BatchNorm with its training statistics over the batches of every process of the process group
+    (torch's SyncBatchNorm): under data parallelism K processes of B / K examples each normalize as one process of
+    B examples does. Outside a process group, and in eval mode, it is the plain BatchNorm. CUDA tensors only
+    (torch's synchronization)."""
+
+
+def sync_batch_norms(model: nn.Module) -> int:
+    """Replace, in place, every BatchNorm over length in ``model`` by a :class:`SyncBatchNormOverLength` holding the
+    same parameters, buffers, training mode and ``requires_grad``; returns how many were replaced. Build the
+    optimizer after this (the parameters are new objects)."""
+    replaced = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is not _BatchNormOverLength:
+                continue
+            synced = SyncBatchNormOverLength(child.num_features, eps=child.eps, momentum=child.momentum,
+                                             affine=child.affine, track_running_stats=child.track_running_stats)
+            held = [*child.parameters(), *child.buffers()]
+            if held:
+                synced.to(held[0].device)
+            synced.load_state_dict(child.state_dict())
+            for mine, theirs in zip(synced.parameters(), child.parameters()):
+                mine.requires_grad_(theirs.requires_grad)
+            synced.train(child.training)
+            setattr(parent, name, synced)
+            replaced += 1
+    return replaced
 
 
 def make_norm(kind: str, d_model: int) -> nn.Module:

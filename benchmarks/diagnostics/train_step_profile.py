@@ -29,6 +29,10 @@ after each), with or without ``--candidate``: e.g. ``--candidate-env SSM_STEP_GR
 from CUDA graphs, against the eager step. (Under it the profile's parts go by the kernels' own names: the op that
 launches them is the graph's replay.)
 
+Under ``torchrun --nproc_per_node K`` every process trains its share of each batch (the loop's data parallelism;
+``--set sync_batchnorm=true`` keeps BatchNorm's statistics over the global batch) and the first prints and writes;
+``ddp_step_ab.py`` times one GPU against K this way.
+
 ``--record --n-train N`` (the cell's configuration as the spec gives it, no ``--set`` or ``--batch``) also writes a
 step-rate record under ``results/step-rates/`` (``runners/projection.py``): the steady rate and, for each table
 cell the row and task serve (the release row, and the suite-data row where the tier has one), the projected
@@ -228,6 +232,14 @@ def _print_profile(prof: dict, label: str) -> None:
         print(f"    {v:8.3f} ms  {name}")
 
 
+def launch() -> tuple[int, int]:
+    """(processes, this process's rank) of a torchrun launch; (1, 0) without one."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    except ValueError:
+        raise SystemExit("train_step_profile: WORLD_SIZE and RANK must be integers (as torchrun sets them)") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(parser)
@@ -256,6 +268,10 @@ def main() -> None:
                          "and no --set, --candidate, --candidate-env or --batch")
     if args.rounds < 1:
         raise SystemExit(f"train_step_profile: --rounds {args.rounds}: expected an integer >= 1")
+    world, rank = launch()
+    if args.record and world > 1:
+        raise SystemExit(f"train_step_profile: --record measures one GPU (this launch has {world} processes)")
+    say = print if rank == 0 else (lambda *a, **k: None)
     model_fn, train_dict, model_config = cell_setup(args.spec, args.task, args.row, args.tier)
     train_dict = _with_sets(train_dict, args.set)
     if args.batch:
@@ -274,6 +290,7 @@ def main() -> None:
     candidate_name = " ".join(args.candidate + [f"env {item}" for item in args.candidate_env])
     task = synthetic_task(args.task, n_train=batch * n_steps, n_eval=batch)
     out: dict = {"label": args.label, "spec": args.spec, "task": args.task, "row": args.row, "batch": batch,
+                 "world_size": world,
                  "sets": args.set, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                  "torch": torch.__version__, "code": Path.cwd().name, **git_provenance()}
     rates: dict[str, list[float]] = {name: [] for name in configs}
@@ -291,18 +308,19 @@ def main() -> None:
             elif name == "candidate" and round_ == 0:
                 out["candidate"] = {"sets": args.candidate, "env": args.candidate_env,
                                     "peak_memory_mb": res.peak_memory_mb}
-            print(f"{tag}{args.label or args.row}: {args.spec} {args.row} / {args.task} batch {batch} on "
-                  f"{out['device']}: {steady:.2f} steps/s from step {WARMUP_STEPS} to {n_steps} (the loop's own "
-                  f"count, its start-up included: {res.steps_per_second:.2f}), peak {res.peak_memory_mb} MiB",
-                  flush=True)
+            say(f"{tag}{args.label or args.row}: {args.spec} {args.row} / {args.task} batch {batch}"
+                f"{f' over {world} processes ({batch // world} each)' if world > 1 else ''} on "
+                f"{out['device']}: {steady:.2f} steps/s from step {WARMUP_STEPS} to {n_steps} (the loop's own "
+                f"count, its start-up included: {res.steps_per_second:.2f}), peak {res.peak_memory_mb} MiB",
+                flush=True)
     if ab:
         base, cand = (statistics.median(rates[name]) for name in ("baseline", "candidate"))
         out["ab"] = {"rounds": args.rounds, "baseline_steps_per_second": rates["baseline"],
                      "candidate_steps_per_second": rates["candidate"], "baseline_median": base,
                      "candidate_median": cand, "step_time_ratio": base / cand}
-        print(f"A/B ({args.rounds} rounds, medians): baseline {base:.2f}, candidate ({candidate_name}) "
-              f"{cand:.2f} steps/s: step time {1e3 / base:.2f} -> {1e3 / cand:.2f} ms "
-              f"({100 * (1 - base / cand):+.1f} % of the baseline's time saved)", flush=True)
+        say(f"A/B ({args.rounds} rounds, medians): baseline {base:.2f}, candidate ({candidate_name}) "
+            f"{cand:.2f} steps/s: step time {1e3 / base:.2f} -> {1e3 / cand:.2f} ms "
+            f"({100 * (1 - base / cand):+.1f} % of the baseline's time saved)", flush=True)
     if args.profile_steps:
         for name, run_cfg in configs.items():
             with environments[name]:
@@ -312,7 +330,10 @@ def main() -> None:
                 out["profile"] = prof
             else:
                 out["candidate"]["profile"] = prof
-            _print_profile(prof, f"{name}: " if ab else "")
+            if rank == 0:
+                _print_profile(prof, f"{name}: " if ab else "")
+    if rank > 0:
+        return
     if args.output:
         Path(args.output).write_text(json.dumps(out, indent=1))
     if args.record:

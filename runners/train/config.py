@@ -74,6 +74,10 @@ class TrainConfig:
     # the training set kept on the training device and each batch gathered there (same batches, same order, no
     # host work per step); for datasets that can (a ``gather`` method, e.g. LRA's images); others are refused
     device_data: bool = False
+    # under data parallelism (torchrun, CUDA), BatchNorm statistics over the global batch rather than each process's
+    # share of it (ssm_core.blocks.SyncBatchNormOverLength): K processes then compute what one process computes at
+    # the same global batch, to rounding. One process: no change.
+    sync_batchnorm: bool = False
     seed: int = 0
     monitor: Optional[str] = None  # default "val_acc" (classification) or "val_rmse" (regression)
 
@@ -134,6 +138,8 @@ class TrainConfig:
             raise _err("num_workers", self.num_workers, "an integer >= 0")
         if not isinstance(self.device_data, bool):
             raise _err("device_data", self.device_data, "true or false")
+        if not isinstance(self.sync_batchnorm, bool):
+            raise _err("sync_batchnorm", self.sync_batchnorm, "true or false")
         if not _is_int(self.seed) or not 0 <= self.seed <= 2**32 - 1:
             raise _err("seed", self.seed, "an integer in [0, 2**32 - 1] (numpy's seed range)")
         if self.monitor is not None and self.monitor not in MONITORS:

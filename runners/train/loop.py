@@ -13,9 +13,10 @@ What it does, in order:
     depends on what ran before; a resumed epoch skips the batches already done; with ``device_data`` the same
     batches are gathered on the device from a copy of the training set kept there), optimizer steps of
     ``batch_size`` examples split into ``grad_accum`` micro-batches (and over processes under
-    ``torchrun``), optional autocast (``amp``; with ``bf16_stream`` also a bf16 residual stream) and gradient
-    clipping, the model's forward and backward optionally replayed from CUDA graphs (SSM_STEP_GRAPHS=1,
-    :mod:`runners.train.step_graph`), then validation and test evaluation (under the same autocast);
+    ``torchrun``, whose BatchNorm statistics cover the global batch with ``sync_batchnorm``), optional autocast
+    (``amp``; with ``bf16_stream`` also a bf16 residual stream) and gradient clipping, the model's forward and
+    backward optionally replayed from CUDA graphs (SSM_STEP_GRAPHS=1, :mod:`runners.train.step_graph`), then
+    validation and test evaluation (under the same autocast);
   * checkpoints every epoch and every ``checkpoint_every_steps`` steps, appends one line per epoch
     to ``run_dir/metrics.jsonl`` and one per ``log_every_steps`` steps (training loss, largest gradient norm) to
     ``run_dir/steps.jsonl`` (:mod:`runners.train.step_log`), and writes ``run_dir/summary.json``;
@@ -60,7 +61,7 @@ from runners.atomic import atomic_path
 from runners.data.base import TaskData
 from runners.results import device_name, git_provenance, write_json_atomic
 from runners.scheduler import CELLS_PER_GPU_ENV
-from ssm_core.blocks import SequenceModel, residual_stream
+from ssm_core.blocks import SequenceModel, residual_stream, sync_batch_norms
 from ssm_core.optim import build_optimizer
 
 from . import checkpoint as ckpt_io
@@ -133,6 +134,11 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
     # ---- model, optimizer, schedule (every rank builds the same initial model)
     _seed_everything(cfg.seed)
     model = model_fn().to(device)
+    if cfg.sync_batchnorm and world > 1:
+        if device.type != "cuda":
+            raise ValueError(f"TrainConfig.sync_batchnorm = True needs CUDA devices under data parallelism (this run "
+                             f"trains on {device.type} in {world} processes); set it to false")
+        sync_batch_norms(model)
     if rank > 0:  # different dropout masks per process
         _seed_everything(cfg.seed + 1_000_003 * rank)
     check_amp(model, cfg)

@@ -1,0 +1,146 @@
+"""GPU: one cell's training step on one GPU against K GPUs under data parallelism, at the same global batch.
+
+    python benchmarks/diagnostics/ddp_step_ab.py s4d-table-6 Path-X S4D --gpus 4 --rounds 2 --steps 120 \\
+        --n-train 160000 --output ab.json
+
+Alternates, ``--rounds`` times, ``train_step_profile.py`` on the first GPU alone (the baseline) and the same under
+``torchrun`` on the first K GPUs with ``sync_batchnorm`` (each process B / K examples of every batch, BatchNorm's
+statistics over all B: what one GPU computes, to rounding, as tests/test_train.py checks on two GPUs), each run a
+fresh process on the cell's model and random images of its task's shape. Prints each steady rate, the medians, the
+wall-clock speed-up and, with ``--n-train``, the cell's schedule (its epochs of ``n_train // batch`` steps) in hours
+of wall clock and in GPU-hours: K GPUs shorten the wall clock, not the GPU time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
+
+import yaml  # noqa: E402
+from tabulate import tabulate  # noqa: E402
+
+from full_step_rate import add_cell_arguments, cell_setup  # noqa: E402
+
+from runners.results import git_provenance, utc_now, write_json_atomic  # noqa: E402
+
+PROFILE = Path(__file__).resolve().with_name("train_step_profile.py")
+SYNC = "sync_batchnorm=true"
+
+
+def commands(args: argparse.Namespace, output: Path) -> list[str]:
+    """train_step_profile's command line for one run, without the launcher."""
+    cmd = [str(PROFILE), args.spec, args.task, args.row, "--tier", args.tier, "--steps", str(args.steps),
+           "--output", str(output)]
+    for item in args.set:
+        cmd += ["--set", item]
+    return cmd
+
+
+def launches(args: argparse.Namespace, folder: Path) -> list[tuple[str, dict, list[str], Path]]:
+    """(arm, environment, command, output) of every run in the order they run: one GPU, then K, ``rounds`` times."""
+    out = []
+    for round_ in range(1, args.rounds + 1):
+        one = folder / f"one_gpu_r{round_}.json"
+        out.append(("one", {"CUDA_VISIBLE_DEVICES": "0"}, [sys.executable] + commands(args, one), one))
+        many = folder / f"{args.gpus}_gpus_r{round_}.json"
+        visible = ",".join(str(i) for i in range(args.gpus))
+        out.append(("many", {"CUDA_VISIBLE_DEVICES": visible},
+                    [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                     f"--nproc_per_node={args.gpus}"] + commands(args, many) + ["--set", SYNC], many))
+    return out
+
+
+def _run(env: dict, cmd: list[str]) -> None:
+    done = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    if done.returncode != 0:
+        raise SystemExit(f"ddp_step_ab: {' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+
+
+def summary(rates: dict[str, list[float]], gpus: int, batch: int, steps_per_schedule: Optional[int]) -> dict:
+    """Medians, the speed-up of K GPUs over one, and (given the schedule's steps) hours of wall clock and GPU."""
+    med = {arm: statistics.median(v) for arm, v in rates.items()}
+    out = {"gpus": gpus, "batch": batch, "rates": rates, "medians": med, "speedup": med["many"] / med["one"]}
+    if steps_per_schedule:
+        out["schedule_steps"] = steps_per_schedule
+        out["wall_hours"] = {arm: steps_per_schedule / m / 3600 for arm, m in med.items()}
+        out["gpu_hours"] = {"one": out["wall_hours"]["one"], "many": gpus * out["wall_hours"]["many"]}
+    return out
+
+
+def table(s: dict) -> str:
+    rows = []
+    for arm, name in (("one", "1 GPU"), ("many", f"{s['gpus']} GPUs, {s['batch'] // s['gpus']} examples each, "
+                                                  "synced BatchNorm")):
+        row = [name, ", ".join(f"{r:.2f}" for r in s["rates"][arm]), f"{s['medians'][arm]:.2f}",
+               f"{1e3 / s['medians'][arm]:.2f}"]
+        if "wall_hours" in s:
+            row += [f"{s['wall_hours'][arm]:.2f}", f"{s['gpu_hours'][arm]:.2f}"]
+        rows.append(row)
+    headers = ["", "steps/s by round", "median", "step ms"] + (["schedule: wall h", "GPU-h"] if "wall_hours" in s
+                                                                else [])
+    return tabulate(rows, headers=headers, tablefmt="github")
+
+
+def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str]], None] = _run,
+         device_count: Optional[Callable[[], int]] = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_cell_arguments(parser)
+    parser.add_argument("--gpus", type=int, default=4, help="K, the GPUs of the data-parallel arm (default 4)")
+    parser.add_argument("--rounds", type=int, default=2, help="times each arm runs, alternately (default 2)")
+    parser.add_argument("--steps", type=int, default=120, help="training steps of each run")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a TrainConfig field for both arms")
+    parser.add_argument("--n-train", type=int, default=None, help="training examples per epoch: print the schedule")
+    parser.add_argument("--output", default=None, help="JSON file to write")
+    args = parser.parse_args(argv)
+    for name in ("gpus", "rounds", "steps"):
+        if getattr(args, name) < (2 if name == "gpus" else 1):
+            raise SystemExit(f"ddp_step_ab: --{name} {getattr(args, name)}: expected an integer >= "
+                             f"{2 if name == 'gpus' else 1}")
+    if args.n_train is not None and args.n_train < 1:
+        raise SystemExit(f"ddp_step_ab: --n-train {args.n_train}: expected an integer >= 1")
+    if device_count is None:
+        import torch
+        device_count = torch.cuda.device_count
+    found = device_count()
+    if found < args.gpus:
+        raise SystemExit(f"ddp_step_ab: --gpus {args.gpus} needs {args.gpus} CUDA devices; this machine has {found}")
+    _, train_dict, _ = cell_setup(args.spec, args.task, args.row, args.tier)
+    batch = int(train_dict["batch_size"])
+    for item in args.set:  # train_step_profile reads each VALUE as YAML
+        key, _, value = item.partition("=")
+        if key == "batch_size":
+            batch = yaml.safe_load(value)
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch % args.gpus:
+        raise SystemExit(f"ddp_step_ab: the global batch {batch} does not split over --gpus {args.gpus}")
+    rates: dict[str, list[float]] = {"one": [], "many": []}
+    devices = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for arm, env, cmd, output in launches(args, Path(tmp)):
+            run(env, cmd)
+            measured = json.loads(output.read_text())
+            rates[arm].append(measured["steady_steps_per_second"])
+            devices.add(measured["device"])
+    steps = int(train_dict["epochs"]) * (args.n_train // batch) if args.n_train else None
+    result = summary(rates, args.gpus, batch, steps)
+    print(table(result))
+    print(f"K = {args.gpus} GPUs: {result['speedup']:.2f}x the steps per second of one (wall clock)")
+    result.update(spec=args.spec, task=args.task, row=args.row, tier=args.tier, steps=args.steps, sets=args.set,
+                  device=", ".join(sorted(devices)), measured=utc_now(), **git_provenance())
+    if args.output:
+        write_json_atomic(Path(args.output), result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""benchmarks/diagnostics/ddp_step_ab.py (one GPU against K at the same global batch) and train_step_profile.py under
+torchrun (CPU): what runs in which order with which devices and options, the summary's arithmetic, the refusals, and
+a real two-process launch in which only the first process reports."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DIAGNOSTICS = REPO / "benchmarks" / "diagnostics"
+
+
+def _module():
+    if "diagnostics_ddp_step_ab" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("diagnostics_ddp_step_ab", DIAGNOSTICS / "ddp_step_ab.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["diagnostics_ddp_step_ab"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["diagnostics_ddp_step_ab"]
+
+
+CELL = ["s4d-table-6", "Path-X", "S4D"]  # batch 32, 50 epochs at the full tier
+
+
+def _fake(rates: dict[str, list[float]], calls: list):
+    """A runner that records each launch and writes the rate the arm's next run 'measured'."""
+    left = {arm: list(v) for arm, v in rates.items()}
+
+    def run(env: dict, cmd: list[str]) -> None:
+        arm = "many" if "torch.distributed.run" in cmd else "one"
+        calls.append((arm, env, cmd))
+        output = Path(cmd[cmd.index("--output") + 1])
+        output.write_text(json.dumps({"steady_steps_per_second": left[arm].pop(0), "device": "NVIDIA H100"}))
+    return run
+
+
+def test_the_arms_alternate_with_their_devices_and_options(tmp_path) -> None:
+    calls: list = []
+    out = tmp_path / "ab.json"
+    result = _module().main(CELL + ["--gpus", "4", "--rounds", "2", "--steps", "50", "--n-train", "160000",
+                                    "--set", "amp=bf16", "--output", str(out)],
+                            run=_fake({"one": [30.0, 32.0], "many": [80.0, 90.0]}, calls), device_count=lambda: 4)
+    assert [c[0] for c in calls] == ["one", "many", "one", "many"]
+    for arm, env, cmd in calls:
+        assert cmd[cmd.index("--steps") + 1] == "50" and "amp=bf16" in cmd
+        if arm == "one":
+            assert env == {"CUDA_VISIBLE_DEVICES": "0"} and "sync_batchnorm=true" not in cmd
+        else:
+            assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"} and "--nproc_per_node=4" in cmd
+            assert cmd[-2:] == ["--set", "sync_batchnorm=true"]
+    assert result["medians"] == {"one": 31.0, "many": 85.0}
+    assert result["speedup"] == pytest.approx(85 / 31)
+    steps = 50 * (160000 // 32)
+    assert result["wall_hours"]["one"] == pytest.approx(steps / 31 / 3600)
+    assert result["gpu_hours"]["many"] == pytest.approx(4 * steps / 85 / 3600)
+    saved = json.loads(out.read_text())
+    assert saved["speedup"] == pytest.approx(85 / 31) and saved["device"] == "NVIDIA H100"
+
+
+@pytest.mark.parametrize("argv, found, words", [
+    (["--gpus", "4"], 1, "--gpus 4 needs 4 CUDA devices; this machine has 1"),
+    (["--gpus", "2"], 0, "--gpus 2 needs 2 CUDA devices; this machine has 0"),
+    (["--gpus", "1"], 8, "--gpus 1: expected an integer >= 2"),
+    (["--gpus", "3"], 8, "the global batch 32 does not split over --gpus 3"),
+    (["--gpus", "2", "--set", "batch_size=33"], 8, "the global batch 33 does not split over --gpus 2"),
+    (["--gpus", "2", "--rounds", "0"], 8, "--rounds 0: expected an integer >= 1"),
+    (["--gpus", "2", "--n-train", "0"], 8, "--n-train 0: expected an integer >= 1"),
+])
+def test_what_cannot_run_is_refused_before_anything_runs(argv, found, words) -> None:
+    calls: list = []
+    with pytest.raises(SystemExit, match=words):
+        _module().main(CELL + argv, run=_fake({"one": [], "many": []}, calls), device_count=lambda: found)
+    assert not calls
+
+
+def test_train_step_profile_under_torchrun_reports_from_the_first_process_only(tmp_path) -> None:
+    """Two gloo processes on the CPU (a smoke-tier cell): one line of rates, written once, with the world size."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "rate.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(DIAGNOSTICS / "train_step_profile.py"), "s4d-table-5", "Pathfinder", "S4D-Lin (suite data)",
+           "--tier", "smoke", "--steps", "12", "--output", str(out)]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if "steps/s" in line]
+    assert len(lines) == 1 and "over 2 processes" in lines[0], done.stdout
+    saved = json.loads(out.read_text())
+    assert saved["world_size"] == 2 and saved["steady_steps_per_second"] > 0
+    record = subprocess.run(cmd[:-2] + ["--record", "--n-train", "640"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert record.returncode != 0 and "--record measures one GPU (this launch has 2 processes)" in record.stderr
