@@ -24,6 +24,24 @@ if not torch.cuda.is_available():
 
 
 @pytest.fixture
+def script() -> Callable[[str], Any]:
+    """Loads a script of the repository (a path from its root, e.g. 'benchmarks/diagnostics/ddp_step_ab.py') as a
+    module, once per session."""
+    import importlib.util
+    import sys
+
+    def load(relative: str) -> Any:
+        key = "script_" + relative.replace("/", "_").removesuffix(".py")
+        if key not in sys.modules:
+            spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().parent / relative)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[key] = module
+            spec.loader.exec_module(module)
+        return sys.modules[key]
+    return load
+
+
+@pytest.fixture
 def gen() -> torch.Generator:
     """A fresh seed per test (shown in the failure message) so every run draws new random inputs."""
     return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))

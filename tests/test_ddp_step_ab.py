@@ -3,7 +3,6 @@ torchrun (CPU): what runs in which order with which devices and options, the sum
 a real two-process launch in which only the first process reports."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,17 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DIAGNOSTICS = REPO / "benchmarks" / "diagnostics"
-
-
-def _module():
-    if "diagnostics_ddp_step_ab" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("diagnostics_ddp_step_ab", DIAGNOSTICS / "ddp_step_ab.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["diagnostics_ddp_step_ab"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["diagnostics_ddp_step_ab"]
-
-
+AB = "benchmarks/diagnostics/ddp_step_ab.py"
 CELL = ["s4d-table-6", "Path-X", "S4D"]  # batch 32, 50 epochs at the full tier
 
 
@@ -40,10 +29,10 @@ def _fake(rates: dict[str, list[float]], calls: list):
     return run
 
 
-def test_the_arms_alternate_with_their_devices_and_options(tmp_path) -> None:
+def test_the_arms_alternate_with_their_devices_and_options(tmp_path, script) -> None:
     calls: list = []
     out = tmp_path / "ab.json"
-    result = _module().main(CELL + ["--gpus", "4", "--rounds", "2", "--steps", "50", "--n-train", "160000",
+    result = script(AB).main(CELL + ["--gpus", "4", "--rounds", "2", "--steps", "50", "--n-train", "160000",
                                     "--set", "amp=bf16", "--output", str(out)],
                             run=_fake({"one": [30.0, 32.0], "many": [80.0, 90.0]}, calls), device_count=lambda: 4)
     assert [c[0] for c in calls] == ["one", "many", "one", "many"]
@@ -72,10 +61,10 @@ def test_the_arms_alternate_with_their_devices_and_options(tmp_path) -> None:
     (["--gpus", "2", "--rounds", "0"], 8, "--rounds 0: expected an integer >= 1"),
     (["--gpus", "2", "--n-train", "0"], 8, "--n-train 0: expected an integer >= 1"),
 ])
-def test_what_cannot_run_is_refused_before_anything_runs(argv, found, words) -> None:
+def test_what_cannot_run_is_refused_before_anything_runs(script, argv, found, words) -> None:
     calls: list = []
     with pytest.raises(SystemExit, match=words):
-        _module().main(CELL + argv, run=_fake({"one": [], "many": []}, calls), device_count=lambda: found)
+        script(AB).main(CELL + argv, run=_fake({"one": [], "many": []}, calls), device_count=lambda: found)
     assert not calls
 
 
