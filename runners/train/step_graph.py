@@ -38,9 +38,10 @@ With rounding held so, on an H100 (results/diagnostics/longrange_campaign_202611
 - float32 passed: the four comparisons over three epochs (S4D and S4; the kernels' graphs off, or on with the bias
   frozen) within 1e-5 in every loss, and the five step-by-step ones within 1e-4 in every tensor;
 - bf16 autocast passed with the bias frozen, and failed with it trained and the kernels' graphs off: the training
-  losses within 1e-3, the validation losses 0.5 % (S4) and 2.1 % (S4D) apart. bf16 rounds the bias's gradient
-  more coarsely still, and inside a capture cuBLAS may choose other bf16 kernels, so this is the bias's rounding
-  walk again until the step-by-step bf16 comparison (which names the first tensor to differ) says otherwise.
+  losses within 1e-3, the validation losses 0.5 % (S4) and 2.1 % (S4D) apart. Only evaluation differs and a
+  frozen bias removes the difference, as with the bias's rounding walk: inside a capture cuBLAS may choose other
+  bf16 kernels, whose rounding the bias would follow. A hypothesis until the step-by-step bf16 comparison (which
+  names the first tensor to differ) confirms it.
 So the switch warns at every capture under bf16 autocast (STILL_FAILS), whose runs are not for results; in float32
 it does not.
 """
