@@ -62,6 +62,7 @@ def launches(args: argparse.Namespace, folder: Path) -> list[tuple[str, dict, li
 def _run(env: dict, cmd: list[str]) -> None:
     done = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
     sys.stdout.write(done.stdout)
+    sys.stdout.flush()  # each run's rates reach a redirected log even if a later run is cut off
     if done.returncode != 0:
         raise SystemExit(f"ddp_step_ab: {' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
