@@ -25,10 +25,10 @@ from typing import Callable, Optional, Sequence
 sys.path.insert(0, os.getcwd())
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
-import yaml  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from full_step_rate import add_cell_arguments, cell_setup  # noqa: E402
+from train_step_profile import with_sets  # noqa: E402
 
 from runners.results import git_provenance, utc_now, write_json_atomic  # noqa: E402
 
@@ -117,11 +117,8 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str]], 
     if found < args.gpus:
         raise SystemExit(f"ddp_step_ab: --gpus {args.gpus} needs {args.gpus} CUDA devices; this machine has {found}")
     _, train_dict, _ = cell_setup(args.spec, args.task, args.row, args.tier)
-    batch = int(train_dict["batch_size"])
-    for item in args.set:  # train_step_profile reads each VALUE as YAML
-        key, _, value = item.partition("=")
-        if key == "batch_size":
-            batch = yaml.safe_load(value)
+    train_dict = with_sets(train_dict, args.set)  # as train_step_profile reads them
+    batch = train_dict["batch_size"]
     if not isinstance(batch, int) or isinstance(batch, bool) or batch % args.gpus:
         raise SystemExit(f"ddp_step_ab: the global batch {batch} does not split over --gpus {args.gpus}")
     rates: dict[str, list[float]] = {"one": [], "many": []}

@@ -185,7 +185,7 @@ def run_once(model_fn, task: TaskData, cfg: TrainConfig, model_config: dict, ste
         return res, breakdown(prof, profile_steps)
 
 
-def _with_sets(train_dict: dict, sets: list[str]) -> dict:
+def with_sets(train_dict: dict, sets: list[str]) -> dict:
     """``train_dict`` with each KEY=VALUE of ``sets`` (VALUE read as YAML)."""
     out = dict(train_dict)
     for item in sets:
@@ -273,7 +273,7 @@ def main() -> None:
         raise SystemExit(f"train_step_profile: --record measures one GPU (this launch has {world} processes)")
     say = print if rank == 0 else (lambda *a, **k: None)
     model_fn, train_dict, model_config = cell_setup(args.spec, args.task, args.row, args.tier)
-    train_dict = _with_sets(train_dict, args.set)
+    train_dict = with_sets(train_dict, args.set)
     if args.batch:
         train_dict["batch_size"] = args.batch
     batch = train_dict["batch_size"]
@@ -285,7 +285,7 @@ def main() -> None:
     candidate_env = CandidateEnvironment(args.candidate_env)  # checked before anything is timed
     ab = bool(args.candidate or args.candidate_env)
     if ab:  # built (and checked) before anything is timed
-        configs["candidate"] = TrainConfig.from_dict(_with_sets(train_dict, args.candidate))
+        configs["candidate"] = TrainConfig.from_dict(with_sets(train_dict, args.candidate))
     environments = {"baseline": CandidateEnvironment([]), "candidate": candidate_env}
     candidate_name = " ".join(args.candidate + [f"env {item}" for item in args.candidate_env])
     task = synthetic_task(args.task, n_train=batch * n_steps, n_eval=batch)
