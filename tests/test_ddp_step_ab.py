@@ -17,16 +17,26 @@ AB = "benchmarks/diagnostics/ddp_step_ab.py"
 CELL = ["s4d-table-6", "Path-X", "S4D"]  # batch 32, 50 epochs at the full tier
 
 
-def _fake(rates: dict[str, list[float]], calls: list):
-    """A runner that records each launch and writes the rate the arm's next run 'measured'."""
+def _fake(rates: dict[str, list[float]], calls: list, imported_from: Path | None = None):
+    """A runner that records each launch and writes the rate the arm's next run 'measured', with the folder its code
+    came from (the run's working folder unless ``imported_from`` says otherwise)."""
     left = {arm: list(v) for arm, v in rates.items()}
 
-    def run(env: dict, cmd: list[str]) -> None:
+    def run(env: dict, cmd: list[str], cwd: Path) -> None:
         arm = "many" if "torch.distributed.run" in cmd else "one"
-        calls.append((arm, env, cmd))
+        calls.append((arm, env, cmd, cwd))
         output = Path(cmd[cmd.index("--output") + 1])
-        output.write_text(json.dumps({"steady_steps_per_second": left[arm].pop(0), "device": "NVIDIA H100"}))
+        output.write_text(json.dumps({"steady_steps_per_second": left[arm].pop(0), "device": "NVIDIA H100",
+                                      "code_root": str(imported_from or cwd)}))
     return run
+
+
+def _checkout(folder: Path) -> Path:
+    """A folder shaped like a checkout of the suite (its two packages)."""
+    for name in ("ssm_core", "runners"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text("")
+    return folder
 
 
 def test_the_arms_alternate_with_their_devices_and_options(tmp_path, script) -> None:
@@ -36,7 +46,8 @@ def test_the_arms_alternate_with_their_devices_and_options(tmp_path, script) -> 
                                     "--set", "amp=bf16", "--output", str(out)],
                             run=_fake({"one": [30.0, 32.0], "many": [80.0, 90.0]}, calls), device_count=lambda: 4)
     assert [c[0] for c in calls] == ["one", "many", "one", "many"]
-    for arm, env, cmd in calls:
+    assert {c[3] for c in calls} == {Path.cwd()}
+    for arm, env, cmd, _ in calls:
         assert cmd[cmd.index("--steps") + 1] == "50" and "amp=bf16" in cmd
         if arm == "one":
             assert env == {"CUDA_VISIBLE_DEVICES": "0"} and "sync_batchnorm=true" not in cmd
@@ -52,7 +63,50 @@ def test_the_arms_alternate_with_their_devices_and_options(tmp_path, script) -> 
     assert saved["speedup"] == pytest.approx(85 / 31) and saved["device"] == "NVIDIA H100"
 
 
+def test_a_baseline_tree_runs_the_one_gpu_arm_on_its_code(tmp_path, script, capsys) -> None:
+    """Earlier code on one GPU against this code on K: the one-GPU runs work in the tree, the K-GPU runs here."""
+    tree = _checkout(tmp_path / "main-253871e")
+    calls: list = []
+    result = script(AB).main(CELL + ["--gpus", "2", "--rounds", "2", "--baseline-tree", str(tree),
+                                    "--baseline-name", "main at 253871e"],
+                             run=_fake({"one": [24.0, 25.0], "many": [50.0, 52.0]}, calls), device_count=lambda: 2)
+    assert [(c[0], c[3]) for c in calls] == [("one", tree), ("many", Path.cwd())] * 2
+    assert all("sync_batchnorm=true" not in c[2] for c in calls if c[0] == "one")
+    assert result["baseline_tree"] == str(tree) and result["baseline_name"] == "main at 253871e"
+    assert result["code_roots"] == {"one": [str(tree)], "many": [str(Path.cwd())]}
+    assert result["speedup"] == pytest.approx(51 / 24.5)
+    printed = capsys.readouterr().out
+    assert "| 1 GPU, main at 253871e" in printed and "2.08x the steps per second of one running main at 253871e" \
+        in printed
+
+
+def test_a_baseline_run_that_imported_another_copy_is_refused(tmp_path, script) -> None:
+    """An installed package shadows the tree's: the rate would be this code's, so nothing is reported."""
+    tree = _checkout(tmp_path / "base")
+    out = tmp_path / "ab.json"
+    with pytest.raises(SystemExit, match="the one-GPU arm imported the suite from .*, not from --baseline-tree"):
+        script(AB).main(CELL + ["--gpus", "2", "--baseline-tree", str(tree), "--output", str(out)],
+                        run=_fake({"one": [24.0], "many": [50.0]}, [], imported_from=REPO), device_count=lambda: 2)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: d / "absent", "is not a folder"),
+    (lambda d: d, "has no ssm_core or runners package"),
+    (lambda d: (d / "runners").mkdir() or (d / "runners" / "__init__.py").write_text("") or d,
+     "has no ssm_core package"),
+    (lambda d: (d / "f.txt").write_text("") or d / "f.txt", "is not a folder"),
+])
+def test_a_baseline_tree_that_is_not_a_checkout_is_refused(tmp_path, script, make, words) -> None:
+    calls: list = []
+    with pytest.raises(SystemExit, match=f"--baseline-tree .*: {words}; expected a checkout of the suite"):
+        script(AB).main(CELL + ["--gpus", "2", "--baseline-tree", str(make(tmp_path))],
+                        run=_fake({"one": [], "many": []}, calls), device_count=lambda: 2)
+    assert not calls
+
+
 @pytest.mark.parametrize("argv, found, words", [
+    (["--gpus", "2", "--baseline-name", "main"], 8, "--baseline-name names a --baseline-tree; give the tree too"),
     (["--gpus", "4"], 1, "--gpus 4 needs 4 CUDA devices; this machine has 1"),
     (["--gpus", "2"], 0, "--gpus 2 needs 2 CUDA devices; this machine has 0"),
     (["--gpus", "1"], 8, "--gpus 1: expected an integer >= 2"),
@@ -80,7 +134,7 @@ def test_train_step_profile_under_torchrun_reports_from_the_first_process_only(t
     lines = [line for line in done.stdout.splitlines() if "steps/s" in line]
     assert len(lines) == 1 and "over 2 processes" in lines[0], done.stdout
     saved = json.loads(out.read_text())
-    assert saved["world_size"] == 2 and saved["steady_steps_per_second"] > 0
+    assert saved["world_size"] == 2 and saved["steady_steps_per_second"] > 0 and saved["code_root"] == str(REPO)
     record = subprocess.run(cmd[:-2] + ["--record", "--n-train", "640"], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=600)
     assert record.returncode != 0 and "--record measures one GPU (this launch has 2 processes)" in record.stderr

@@ -9,6 +9,11 @@ statistics over all B: what one GPU computes, to rounding, as tests/test_train.p
 fresh process on the cell's model and random images of its task's shape. Prints each steady rate, the medians, the
 wall-clock speed-up and, with ``--n-train``, the cell's schedule (its epochs of ``n_train // batch`` steps) in hours
 of wall clock and in GPU-hours: K GPUs shorten the wall clock, not the GPU time.
+
+``--baseline-tree DIR`` runs the one-GPU arm on the suite's code in DIR instead (an earlier commit's ``ssm_core``,
+``runners`` and specs, e.g. unpacked with ``git archive``), timed by this checkout's profiler: earlier code on one GPU
+against this code on K, in one call on one machine. Each run records the folder its ``runners`` package was imported
+from; a baseline run that imported another copy (an installed package takes precedence over DIR) is refused.
 """
 from __future__ import annotations
 
@@ -45,22 +50,38 @@ def commands(args: argparse.Namespace, output: Path) -> list[str]:
     return cmd
 
 
-def launches(args: argparse.Namespace, folder: Path) -> list[tuple[str, dict, list[str], Path]]:
-    """(arm, environment, command, output) of every run in the order they run: one GPU, then K, ``rounds`` times."""
+def launches(args: argparse.Namespace, folder: Path) -> list[tuple[str, dict, list[str], Path, Path]]:
+    """(arm, environment, command, output, working folder) of every run in the order they run: one GPU, then K,
+    ``rounds`` times. The one-GPU arm works in ``--baseline-tree`` when given, the K-GPU arm in this checkout."""
+    here = Path.cwd()
+    base = Path(args.baseline_tree) if args.baseline_tree else here
     out = []
     for round_ in range(1, args.rounds + 1):
         one = folder / f"one_gpu_r{round_}.json"
-        out.append(("one", {"CUDA_VISIBLE_DEVICES": "0"}, [sys.executable] + commands(args, one), one))
+        out.append(("one", {"CUDA_VISIBLE_DEVICES": "0"}, [sys.executable] + commands(args, one), one, base))
         many = folder / f"{args.gpus}_gpus_r{round_}.json"
         visible = ",".join(str(i) for i in range(args.gpus))
         out.append(("many", {"CUDA_VISIBLE_DEVICES": visible},
                     [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                     f"--nproc_per_node={args.gpus}"] + commands(args, many) + ["--set", SYNC], many))
+                     f"--nproc_per_node={args.gpus}"] + commands(args, many) + ["--set", SYNC], many, here))
     return out
 
 
-def _run(env: dict, cmd: list[str]) -> None:
-    done = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+def baseline_tree(value: Optional[str]) -> Optional[str]:
+    """``--baseline-tree`` as an absolute folder holding the suite's packages; refused by name otherwise."""
+    if value is None:
+        return None
+    folder = Path(value).resolve()
+    missing = [name for name in ("ssm_core", "runners") if not (folder / name / "__init__.py").is_file()]
+    if not folder.is_dir() or missing:
+        what = "is not a folder" if not folder.is_dir() else f"has no {' or '.join(missing)} package"
+        raise SystemExit(f"ddp_step_ab: --baseline-tree {value}: {what}; expected a checkout of the suite "
+                         "(its ssm_core and runners packages and its specs)")
+    return str(folder)
+
+
+def _run(env: dict, cmd: list[str], cwd: Path) -> None:
+    done = subprocess.run(cmd, env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True)
     sys.stdout.write(done.stdout)
     sys.stdout.flush()  # each run's rates reach a redirected log even if a later run is cut off
     if done.returncode != 0:
@@ -80,7 +101,8 @@ def summary(rates: dict[str, list[float]], gpus: int, batch: int, steps_per_sche
 
 def table(s: dict) -> str:
     rows = []
-    for arm, name in (("one", "1 GPU"), ("many", f"{s['gpus']} GPUs, {s['batch'] // s['gpus']} examples each, "
+    one = "1 GPU" + (f", {s['baseline_name']}" if s.get("baseline_name") else "")
+    for arm, name in (("one", one), ("many", f"{s['gpus']} GPUs, {s['batch'] // s['gpus']} examples each, "
                                                   "synced BatchNorm")):
         row = [name, ", ".join(f"{r:.2f}" for r in s["rates"][arm]), f"{s['medians'][arm]:.2f}",
                f"{1e3 / s['medians'][arm]:.2f}"]
@@ -92,7 +114,7 @@ def table(s: dict) -> str:
     return tabulate(rows, headers=headers, tablefmt="github")
 
 
-def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str]], None] = _run,
+def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], Path], None] = _run,
          device_count: Optional[Callable[[], int]] = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(parser)
@@ -103,7 +125,14 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str]], 
                         help="a TrainConfig field for both arms")
     parser.add_argument("--n-train", type=int, default=None, help="training examples per epoch: print the schedule")
     parser.add_argument("--output", default=None, help="JSON file to write")
+    parser.add_argument("--baseline-tree", default=None, metavar="DIR",
+                        help="the one-GPU arm runs the suite's code in DIR (e.g. an earlier commit's, unpacked)")
+    parser.add_argument("--baseline-name", default=None, metavar="TEXT",
+                        help="what the baseline tree holds, for the table (default: its folder's name)")
     args = parser.parse_args(argv)
+    args.baseline_tree = baseline_tree(args.baseline_tree)
+    if args.baseline_name is not None and not args.baseline_tree:
+        raise SystemExit("ddp_step_ab: --baseline-name names a --baseline-tree; give the tree too")
     for name in ("gpus", "rounds", "steps"):
         if getattr(args, name) < (2 if name == "gpus" else 1):
             raise SystemExit(f"ddp_step_ab: --{name} {getattr(args, name)}: expected an integer >= "
@@ -123,16 +152,27 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str]], 
         raise SystemExit(f"ddp_step_ab: the global batch {batch} does not split over --gpus {args.gpus}")
     rates: dict[str, list[float]] = {"one": [], "many": []}
     devices = set()
+    code_roots: dict[str, set] = {"one": set(), "many": set()}
     with tempfile.TemporaryDirectory() as tmp:
-        for arm, env, cmd, output in launches(args, Path(tmp)):
-            run(env, cmd)
+        for arm, env, cmd, output, cwd in launches(args, Path(tmp)):
+            run(env, cmd, cwd)
             measured = json.loads(output.read_text())
+            if args.baseline_tree and arm == "one" and measured.get("code_root") != args.baseline_tree:
+                raise SystemExit(f"ddp_step_ab: the one-GPU arm imported the suite from {measured.get('code_root')}, "
+                                 f"not from --baseline-tree {args.baseline_tree}: an installed copy of the package "
+                                 "takes precedence; run where the suite is not installed")
             rates[arm].append(measured["steady_steps_per_second"])
             devices.add(measured["device"])
+            code_roots[arm].add(measured.get("code_root"))
     steps = int(train_dict["epochs"]) * (args.n_train // batch) if args.n_train else None
     result = summary(rates, args.gpus, batch, steps)
+    if args.baseline_tree:
+        result.update(baseline_tree=args.baseline_tree,
+                      baseline_name=args.baseline_name or Path(args.baseline_tree).name)
+    result["code_roots"] = {arm: sorted(str(r) for r in roots) for arm, roots in code_roots.items()}
     print(table(result))
-    print(f"K = {args.gpus} GPUs: {result['speedup']:.2f}x the steps per second of one (wall clock)")
+    against = f"one running {result['baseline_name']}" if args.baseline_tree else "one"
+    print(f"K = {args.gpus} GPUs: {result['speedup']:.2f}x the steps per second of {against} (wall clock)")
     result.update(spec=args.spec, task=args.task, row=args.row, tier=args.tier, steps=args.steps, sets=args.set,
                   device=", ".join(sorted(devices)), measured=utc_now(), **git_provenance())
     if args.output:

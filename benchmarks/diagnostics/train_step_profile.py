@@ -62,7 +62,6 @@ from full_step_rate import SHAPES, add_cell_arguments, cell_setup  # noqa: E402
 
 from runners.data.base import TaskData  # noqa: E402
 from runners.data.lra.common import ImageSequenceDataset, stack_collate  # noqa: E402
-from runners.projection import STEP_RATES  # noqa: E402
 from runners.results import RESULTS_DIR, git_provenance, utc_now, write_json_atomic  # noqa: E402
 from runners.run import tier_config  # noqa: E402
 from runners.spec import find_spec, load_spec  # noqa: E402
@@ -232,6 +231,13 @@ def _print_profile(prof: dict, label: str) -> None:
         print(f"    {v:8.3f} ms  {name}")
 
 
+def code_root() -> str:
+    """The folder the suite's ``runners`` package was imported from: which checkout's code this run timed."""
+    import runners
+
+    return str(Path(runners.__file__).resolve().parents[1])
+
+
 def launch() -> tuple[int, int]:
     """(processes, this process's rank) of a torchrun launch; (1, 0) without one."""
     try:
@@ -292,7 +298,8 @@ def main() -> None:
     out: dict = {"label": args.label, "spec": args.spec, "task": args.task, "row": args.row, "batch": batch,
                  "world_size": world,
                  "sets": args.set, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-                 "torch": torch.__version__, "code": Path.cwd().name, **git_provenance()}
+                 "torch": torch.__version__, "code": Path.cwd().name, "code_root": code_root(),
+                 **git_provenance()}
     rates: dict[str, list[float]] = {name: [] for name in configs}
     for round_ in range(args.rounds if ab else 1):
         for name, run_cfg in configs.items():
@@ -367,6 +374,8 @@ def record_step_rate(spec_id: str, tier: str, row: str, task: str, batch: int, n
            "measured": "steady steps/s of the suite's training loop on random data of the task's shape "
                        f"(steps {WARMUP_STEPS}..{measured['steps']})", "peak_memory_mb": measured["peak_memory_mb"],
            "torch": measured["torch"], **git_provenance()}
+    from runners.projection import STEP_RATES  # here, so that the timing runs against older checkouts too
+
     path = RESULTS_DIR / STEP_RATES / f"{stamp.replace('-', '').replace(':', '')[:15]}_{spec.id}.json"
     write_json_atomic(path, doc)
     return path
