@@ -368,3 +368,17 @@ def test_step_curves_tables_the_windows_since_a_revision(tmp_path, capsys) -> No
     assert "B__Task" in table and out.read_bytes()[:4] == b"\x89PNG"
     assert main(["--runs", str(repo / "runs"), "--out", str(out), "--since", "no-such-rev"]) == 2
     assert "--since no-such-rev: not a git revision" in capsys.readouterr().err
+
+
+def test_step_curves_reads_the_loss_of_full_windows(tmp_path, capsys) -> None:
+    """A window cut short (a resume's first, a deadline's last) holds a few steps' loss: the table's first and last
+    loss come from the first and last windows of the log's full size; everything else counts every window."""
+    cell = tmp_path / "runs" / "spec" / "full" / "A__Task"
+    cell.mkdir(parents=True)
+    windows = [_window(4, 1, 0.9, steps=4), _window(14, 1, 0.6), _window(24, 1, 0.5), _window(34, 2, 0.4),
+               _window(44, 2, 0.3), _window(45, 2, 0.01, 7.0, steps=1)]
+    (cell / "steps.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
+    assert _script("step_curves").main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "s.png")]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "A__Task" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:] == ["6", "0-45", "-", "0.600 -> 0.300", "2", "7.0 (2)", "1", "0"]

@@ -11,8 +11,8 @@ the windows after the last one of the same steps.jsonl at git revision REV (e.g.
 checkpoints: what that session trained; a run the revision does not have is drawn whole).
 
 It also prints, per run, a table of the windows drawn: how many, their optimizer steps, the epochs they cover in
-steps (the windows' steps over the run's steps per epoch, from its complete epochs), the first and last window's
-loss, the median of the windows' largest gradient norms, the largest (and its epoch), how many windows exceed three
+steps (the windows' steps over the run's steps per epoch, from its complete epochs), the loss of the first and the
+last full window (a window cut short by a deadline or a resume holds a few steps' loss), the median of the windows' largest gradient norms, the largest (and its epoch), how many windows exceed three
 times the median, and how many were not finite.
 """
 from __future__ import annotations
@@ -96,9 +96,11 @@ def summary_row(name: str, kept: list[dict], steps_per_epoch: int | None) -> dic
     largest = max(kept, key=lambda line: v if (v := line.get("grad_norm_max")) is not None and math.isfinite(v)
                   else -math.inf)
     steps = sum(line["steps"] for line in kept)
+    size = max(line["steps"] for line in kept)
+    full = [line for line in kept if line["steps"] == size]  # never empty: the largest window is full
     return {"run": name, "windows": len(kept), "optimizer steps": f"{kept[0]['step'] - kept[0]['steps']}-"
             f"{kept[-1]['step']}", "epochs": round(steps / steps_per_epoch, 1) if steps_per_epoch else "-",
-            "loss, first -> last window": f"{kept[0]['train_loss']:.3f} -> {kept[-1]['train_loss']:.3f}",
+            "loss, first -> last full window": f"{full[0]['train_loss']:.3f} -> {full[-1]['train_loss']:.3f}",
             "median largest gradient norm": round(median, 2),
             "largest (epoch)": f"{largest['grad_norm_max']:.1f} ({largest['epoch']})" if finite else "-",
             "windows > 3x median": sum(v > 3 * median for v in finite), "not finite": bad}
