@@ -42,7 +42,7 @@ from . import results as results_mod
 from .compare import ResultsError, counts_text, judge_tier, latest_result, load_result, load_tier_results
 from .expected import expected_path, load_expected
 from .overrides import apply_overrides, config_yaml
-from .progress import progress_table, training_progress
+from .progress import finished_under, progress_table, training_progress
 from .projection import StepRateError, cell_projection, load_step_rates, projection_text, projections
 from .registry import Paused
 from .report import report_all
@@ -374,6 +374,12 @@ def cmd_progress(args: argparse.Namespace) -> int:
     runs = Path(args.runs) if args.runs else RUNS_DIR
     if not runs.is_dir():
         raise SpecError(f"progress: --runs {runs}: no such folder (training writes its checkpoints under runs/)")
+    if args.finished is not None:
+        if args.spec:
+            raise SpecError("progress: --finished PATTERN reads the checkpoints under the pattern; name no spec")
+        done, line = finished_under(runs, args.finished)
+        print(line)
+        return 0 if done else (EXIT_FAIL if done is False else EXIT_BAD_SPEC)
     ids = [load_spec(find_spec(s)).id for s in args.spec]  # an unknown spec: SpecError naming the known ones
     cells = training_progress(runs, results_mod.RESULTS_DIR, ids)
     if not cells:
@@ -511,6 +517,10 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
                                    "trained on. No verdicts: check judges results files.")
     p.add_argument("spec", nargs="*", help="spec ids (default: every spec with a checkpoint)")
     p.add_argument("--runs", metavar="DIR", help="read checkpoints under DIR instead of runs/ (e.g. checkpoints/)")
+    p.add_argument("--finished", metavar="PATTERN",
+                   help="only say whether every checkpoint under DIR/PATTERN (a cell folder or a folder of cells, "
+                        "globs allowed) has finished its schedule: exit 0 if so, 1 if not or none is there, 2 if one "
+                        "cannot be read")
     p.set_defaults(fn=cmd_progress)
     sub.add_parser("validate", help="validate every spec and expected file").set_defaults(fn=cmd_validate)
     return parser

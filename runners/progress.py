@@ -7,6 +7,11 @@ far, the training time spent (every call together) beside the projected GPU-hour
 (runners/projection.py, from a measured step rate), the devices its calls trained on (the checkpoint's segments),
 and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
 
+``progress --finished PATTERN`` answers one question for a script: has every checkpoint under ``runs/PATTERN`` (a
+cell folder or a folder of cells, globs allowed) finished its schedule? Exit 0 when it has, 1 when one has not or
+none is there (a run not yet started), 2 when one cannot be read; one line says which. A finished run resumed trains
+nothing and writes its results file again: a campaign that runs its cells call after call asks this first.
+
 A classification run whose every complete epoch (at least :data:`CHANCE_MIN_EPOCHS`) ended with a training loss
 within :data:`CHANCE_LOSS_FRACTION` of ln C (C classes: the loss of a model that gives every input the same,
 uniform output) is marked "at chance" in its state: a run that has not started to learn, to look at before it
@@ -192,6 +197,25 @@ def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ())
     _cell_names.cache_clear()  # the specs and expected files as they are now
     _expected_of.cache_clear()
     return [summarize(p, Path(runs), rates) for p in found if not specs or p.relative_to(runs).parts[0] in specs]
+
+
+def finished_under(runs: Path, pattern: str) -> tuple[Optional[bool], str]:
+    """(True, line) when every checkpoint under ``runs/pattern`` (a cell folder or a folder of cells; globs allowed)
+    has finished its schedule, (False, line) when one has not or none is there, (None, line) when one cannot be read;
+    the line says which."""
+    runs = Path(runs)
+    found = sorted(set(runs.glob(f"{pattern}/{ckpt_io.CHECKPOINT_NAME}"))
+                   | set(runs.glob(f"{pattern}/*/{ckpt_io.CHECKPOINT_NAME}")))
+    if not found:
+        return False, f"not finished: no checkpoint under {runs}/{pattern} (not started)"
+    cells = [summarize(path, runs, []) for path in found]
+    for cell, path in zip(cells, found):
+        if cell.problem:
+            return None, f"unreadable: {cell.problem}"
+        if not cell.finished:
+            return False, (f"not finished: {path.parent} at epoch {cell.epochs_done} of {cell.epochs} "
+                           f"(+{cell.steps_into_epoch} steps)")
+    return True, f"finished: {len(found)} checkpoint(s) under {runs}/{pattern}, every one at the end of its schedule"
 
 
 def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:

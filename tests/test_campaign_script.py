@@ -57,26 +57,38 @@ def _collect():
     return sys.modules["campaign_collect"]
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
-def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, capsys) -> None:
-    work = tmp_path / "repo"  # the script runs from a repository root: the specs, checkpoints and scripts
+def _workspace(tmp_path: Path) -> Path:
+    """A repository root for the script (the specs, checkpoints and scripts linked, its own results/ and runs/)."""
+    work = tmp_path / "repo"
     work.mkdir()
     for name in ("reproductions", "expected", "checkpoints", "benchmarks", "pyproject.toml"):
         (work / name).symlink_to(ROOT / name)
     (work / "results").mkdir()  # nothing here may be written into the real results/
-    bin_dir = tmp_path / "bin"  # no GPU: nvidia-smi answers with none, python3 is this interpreter
+    return work
+
+
+def _call(tmp_path: Path, work: Path) -> Path:
+    """One call of the script for a minute on a machine without GPUs (nvidia-smi answers with none, python3 is this
+    interpreter); its logs go to tmp_path/logs, its parts to the folder returned."""
+    bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho 'index, name, memory.used [MiB]'\n")
     (bin_dir / "python3").write_text(f"#!/bin/bash\nexec {sys.executable} \"$@\"\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    out, logs = tmp_path / "out", tmp_path / "logs"
+    out = tmp_path / "out"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "",
-           "CAMPAIGN_LOGS": str(logs)}
+           "CAMPAIGN_LOGS": str(tmp_path / "logs")}
     env.pop("SSM_RUNS_DIR", None)
     done = subprocess.run(["bash", str(SCRIPT), "1", str(out), str(RUNS_FILE)],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, capsys) -> None:
+    out = _call(tmp_path, _workspace(tmp_path))
     parts = sorted(out.glob("campaign.tar.part*"))
     assert parts and all(p.stat().st_size <= 15 * 2**20 for p in parts)
     joined = tmp_path / "campaign.tar"
@@ -111,6 +123,35 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
     parts[-1].write_bytes(parts[-1].read_bytes()[:1000])
     assert _collect().main([str(out), "--checkpoints", str(tmp_path / "none")]) == 2
     assert "do not make a complete tar" in capsys.readouterr().err and not (tmp_path / "none").exists()
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+def test_a_run_that_finished_its_schedule_is_not_started_again(tmp_path: Path) -> None:
+    """The first run of the runs file, its checkpoint at the end of its schedule: the call says so and does not
+    start it (resumed, it would train nothing and write its results file again); the other run starts, and the
+    finished one still comes back in the pack."""
+    import torch
+
+    work = _workspace(tmp_path)
+    first = next(line for line in RUNS_FILE.read_text().splitlines() if line[:1].isdigit())
+    words = shlex.split(first.split("|")[3])
+    settings = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
+    folder = next(f for f in (ROOT / "checkpoints").glob("*/*-set-*")
+                  if json.loads((f / "overrides.json").read_text())["set"] == settings)
+    copy = work / "runs" / folder.relative_to(ROOT / "checkpoints")
+    shutil.copytree(folder, copy)
+    ckpt_path = next(copy.glob("*/checkpoint.pt"))
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    ckpt["epoch"], ckpt["step"] = ckpt["config"]["epochs"], 0
+    torch.save(ckpt, ckpt_path)
+    out = _call(tmp_path, work)
+    extra = (tmp_path / "logs" / "extra_runs.log").read_text()
+    gpu = first.split("|")[0]
+    assert f"extra run on GPU {gpu}: runs/{copy.relative_to(work / 'runs')} has finished its schedule; not " \
+        "started" in extra
+    assert extra.count("NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU") == 1, extra  # only the other run started
+    assert "finished: 1 checkpoint(s) under runs/" in (tmp_path / "logs" / "calls.txt").read_text()
+    assert list(out.glob("campaign.tar.part*"))
 
 
 def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:

@@ -191,3 +191,31 @@ def test_the_devices_a_run_trained_on_come_from_its_checkpoints_segments(train_p
     header = next(line for line in out.splitlines() if "trained on" in line)
     row = next(line for line in out.splitlines() if "S4 / sCIFAR" in line)
     assert row[header.index("trained on"):].split()[0] == "-"
+
+
+def test_finished_answers_for_a_cell_a_folder_or_a_glob(train_project: Path, capsys: pytest.CaptureFixture) -> None:
+    """`progress --finished PATTERN`: 0 when every checkpoint under the pattern ended its schedule, 1 when one has
+    not or none is there, 2 when one cannot be read; one line each."""
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    capsys.readouterr()
+    for pattern in ("tiny-train/smoke/S4__sCIFAR", "tiny-train/smoke", "tiny-train/smo*"):
+        status, out, err = _progress(capsys, "--finished", pattern)
+        assert (status, err) == (0, "") and out.startswith("finished: 1 checkpoint(s) under runs/") and \
+            len(out.splitlines()) == 1, (pattern, out)
+    ckpt = torch.load(CELL, weights_only=True)
+    ckpt["config"]["epochs"], ckpt["epoch"], ckpt["step"] = 3, 1, 7
+    mid = Path("runs") / "tiny-train" / "smoke-set-0123456789ab" / "S4__sCIFAR" / "checkpoint.pt"
+    mid.parent.mkdir(parents=True)
+    torch.save(ckpt, mid)
+    for pattern in ("tiny-train/smoke-set-0123456789ab", "tiny-train/*"):
+        status, out, _ = _progress(capsys, "--finished", pattern)
+        assert status == 1 and "not finished:" in out and "at epoch 1 of 3 (+7 steps)" in out, (pattern, out)
+    status, out, _ = _progress(capsys, "--finished", "tiny-train/budget")
+    assert status == 1 and "not finished: no checkpoint under runs/tiny-train/budget (not started)" in out
+    broken = Path("runs") / "tiny-train" / "full" / "S4__sCIFAR" / "checkpoint.pt"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a checkpoint")
+    status, out, _ = _progress(capsys, "--finished", "tiny-train/full")
+    assert status == 2 and out.startswith("unreadable: ") and "checkpoint.pt" in out
+    status, out, err = _progress(capsys, "tiny-train", "--finished", "tiny-train/smoke")
+    assert status == 2 and "--finished PATTERN reads the checkpoints under the pattern; name no spec" in err

@@ -17,6 +17,8 @@
 #          say --train-only; several may share a GPU; '#' starts a comment;
 #          "pack" brings the run's checkpoint back with the main cells' (the others' stay on the machine, their
 #          metrics come back)
+# A run whose checkpoints have all finished their schedules is not started again (`runners progress --finished`:
+# resumed, it would train nothing and write its results file once more); calls.txt says so.
 #
 # Checkpoints: $CAMPAIGN_RESUME_FROM (a folder a previous call's pack went to, if set) and then checkpoints/ are
 # copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s
@@ -39,12 +41,16 @@ if [ -n "${CAMPAIGN_RESUME_FROM:-}" ] && [ -f "$CAMPAIGN_RESUME_FROM/transfer_ma
 fi
 cp -rn checkpoints/s4d-table-5 checkpoints/s4d-table-6 runs/ 2>/dev/null
 RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-progress --reference"
+finished() {  # every checkpoint under runs/$1 has finished its schedule: nothing left to train
+  python3 -m runners progress --runs runs --finished "$1" >> "$LOG/calls.txt" 2>&1
+}
 
-$RUN s4d-table-5 --cells 'S4-LegS (suite data)/Pathfinder' --gpus 0 \
-  --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
+finished 's4d-table-5/full/S4-LegS_suite_data__Pathfinder' || $RUN s4d-table-5 \
+  --cells 'S4-LegS (suite data)/Pathfinder' --gpus 0 --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
 # Path-X at the default CPU priority: at nice 15 its 200,000 images took 8 min 44 s on a fresh machine (7 min 26 s
 # at equal priority), near this call's hard stop, and the Pathfinder runs' first epochs were no faster
-$RUN s4d-table-6 --cells '*/S4D (suite data)' --gpus 2 --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
+finished 's4d-table-6/full/S4D_suite_data__Path-X' || $RUN s4d-table-6 --cells '*/S4D (suite data)' --gpus 2 \
+  --stop-after-minutes "$MIN" >> "$LOG/pathx.log" 2>&1 &
 if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made (7-9 minutes): the GPU tests, in three streams
   # at the default priority: at nice 15 beside the generator's processes they ran only 19, 47 and 18 tests in their 7
   # minutes (at equal priority all three streams finished in 2-4.2 minutes), for 17 s of generation (7 min 9 s)
@@ -56,9 +62,13 @@ if [ -n "$TESTS" ]; then  # on GPU 2 while Path-X's data is made (7-9 minutes): 
 fi
 extra_run() {  # GPU, spec, cells, options, "pack" to bring the run's checkpoint back
   echo "extra run on GPU $1: $2 $3 $4 ($(date -u +%T))" >> "$LOG/extra_runs.log"
-  if [ "$5" = "pack" ]; then  # its --set folder, as run --dry-run names it
-    eval "python3 -m runners run $2 --tier full --data suite --train-only --cells '$3' $4 --dry-run" \
-      | sed -n 's#^  trains in runs/\(.*\)/ (the folder.*#\1/*#p' >> "$STAGE/pack_globs"
+  local folder  # its --set folder, as run --dry-run names it
+  folder=$(eval "python3 -m runners run $2 --tier full --data suite --train-only --cells '$3' $4 --dry-run" \
+    | sed -n 's#^  trains in runs/\(.*\)/ (the folder.*#\1#p')
+  [ "$5" = "pack" ] && [ -n "$folder" ] && echo "$folder/*" >> "$STAGE/pack_globs"
+  if [ -n "$folder" ] && finished "$folder"; then
+    echo "extra run on GPU $1: runs/$folder has finished its schedule; not started" >> "$LOG/extra_runs.log"
+    return
   fi
   eval "OMP_NUM_THREADS=6 CUDA_VISIBLE_DEVICES=$1 $RUN $2 --cells '$3' $4 \
     --stop-after-minutes $MIN" >> "$LOG/extra_runs.log" 2>&1
