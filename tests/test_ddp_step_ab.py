@@ -26,8 +26,11 @@ def _fake(rates: dict[str, list[float]], calls: list, imported_from: Path | None
         arm = "many" if "torch.distributed.run" in cmd else "one"
         calls.append((arm, env, cmd, cwd))
         output = Path(cmd[cmd.index("--output") + 1])
-        output.write_text(json.dumps({"steady_steps_per_second": left[arm].pop(0), "device": "NVIDIA H100",
-                                      "code_root": str(imported_from or cwd)}))
+        measured = {"steady_steps_per_second": left[arm].pop(0), "device": "NVIDIA H100",
+                    "code_root": str(imported_from or cwd)}
+        if "--profile-steps" in cmd:
+            measured["profile"] = {"step_wall_ms": 9.0, "steps": int(cmd[cmd.index("--profile-steps") + 1])}
+        output.write_text(json.dumps(measured))
     return run
 
 
@@ -61,6 +64,18 @@ def test_the_arms_alternate_with_their_devices_and_options(tmp_path, script) -> 
     assert result["gpu_hours"]["many"] == pytest.approx(4 * steps / 85 / 3600)
     saved = json.loads(out.read_text())
     assert saved["speedup"] == pytest.approx(85 / 31) and saved["device"] == "NVIDIA H100"
+
+
+def test_the_profile_is_recorded_by_the_last_k_gpu_run_only(tmp_path, script) -> None:
+    calls: list = []
+    result = script(AB).main(CELL + ["--gpus", "2", "--rounds", "3", "--profile-steps", "6"],
+                             run=_fake({"one": [30.0] * 3, "many": [50.0] * 3}, calls), device_count=lambda: 2)
+    profiled = [i for i, c in enumerate(calls) if "--profile-steps" in c[2]]
+    assert profiled == [5] and calls[5][0] == "many" and calls[5][2][-2:] == ["--profile-steps", "6"]
+    assert result["profile_many"] == {"step_wall_ms": 9.0, "steps": 6}
+    unprofiled = script(AB).main(CELL + ["--gpus", "2", "--rounds", "1"],
+                                 run=_fake({"one": [30.0], "many": [50.0]}, []), device_count=lambda: 2)
+    assert "profile_many" not in unprofiled
 
 
 def test_a_baseline_tree_runs_the_one_gpu_arm_on_its_code(tmp_path, script, capsys) -> None:
@@ -107,6 +122,7 @@ def test_a_baseline_tree_that_is_not_a_checkout_is_refused(tmp_path, script, mak
 
 @pytest.mark.parametrize("argv, found, words", [
     (["--gpus", "2", "--baseline-name", "main"], 8, "--baseline-name names a --baseline-tree; give the tree too"),
+    (["--gpus", "2", "--profile-steps", "-1"], 8, "--profile-steps -1: expected an integer >= 0"),
     (["--gpus", "4"], 1, "--gpus 4 needs 4 CUDA devices; this machine has 1"),
     (["--gpus", "2"], 0, "--gpus 2 needs 2 CUDA devices; this machine has 0"),
     (["--gpus", "1"], 8, "--gpus 1: expected an integer >= 2"),
@@ -138,3 +154,16 @@ def test_train_step_profile_under_torchrun_reports_from_the_first_process_only(t
     record = subprocess.run(cmd[:-2] + ["--record", "--n-train", "640"], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=600)
     assert record.returncode != 0 and "--record measures one GPU (this launch has 2 processes)" in record.stderr
+
+
+@pytest.mark.parametrize("names, part", [
+    (["ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "nccl:all_reduce"],
+     "communication (NCCL)"),
+    (["ncclDevKernel_AllGather_RING_LL", "c10d::_allgather_base_", "aten::batch_norm"], "communication (NCCL)"),
+    (["void at::native::batch_norm_collect_statistics_channels_last_kernel", "aten::batch_norm"], "norm"),
+    (["void vector_fft<32768u>", "aten::_fft_r2c"], "FFT convolution: cuFFT"),
+])
+def test_the_profile_names_the_gpus_communication(script, names, part) -> None:
+    """A data-parallel step's NCCL kernels (the gradients' all-reduce, synced BatchNorm's all-gather) count as
+    communication, not as the op that called them; other kernels keep their parts."""
+    assert script("benchmarks/diagnostics/train_step_profile.py")._part_of(names) == part

@@ -10,6 +10,9 @@ fresh process on the cell's model and random images of its task's shape. Prints 
 wall-clock speed-up and, with ``--n-train``, the cell's schedule (its epochs of ``n_train // batch`` steps) in hours
 of wall clock and in GPU-hours: K GPUs shorten the wall clock, not the GPU time.
 
+``--profile-steps N`` also records N steps of the last round's K-GPU run under the profiler (after its timed run, so
+the rate is unaffected): its first process prints where the step's time goes, and the JSON keeps it.
+
 ``--baseline-tree DIR`` runs the one-GPU arm on the suite's code in DIR instead (an earlier commit's ``ssm_core``,
 ``runners`` and specs, e.g. unpacked with ``git archive``), timed by this checkout's profiler: earlier code on one GPU
 against this code on K, in one call on one machine. Each run records the folder its ``runners`` package was imported
@@ -61,9 +64,10 @@ def launches(args: argparse.Namespace, folder: Path) -> list[tuple[str, dict, li
         out.append(("one", {"CUDA_VISIBLE_DEVICES": "0"}, [sys.executable] + commands(args, one), one, base))
         many = folder / f"{args.gpus}_gpus_r{round_}.json"
         visible = ",".join(str(i) for i in range(args.gpus))
+        profile = ["--profile-steps", str(args.profile_steps)] if args.profile_steps and round_ == args.rounds else []
         out.append(("many", {"CUDA_VISIBLE_DEVICES": visible},
                     [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                     f"--nproc_per_node={args.gpus}"] + commands(args, many) + ["--set", SYNC], many, here))
+                     f"--nproc_per_node={args.gpus}"] + commands(args, many) + ["--set", SYNC] + profile, many, here))
     return out
 
 
@@ -125,6 +129,8 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], P
                         help="a TrainConfig field for both arms")
     parser.add_argument("--n-train", type=int, default=None, help="training examples per epoch: print the schedule")
     parser.add_argument("--output", default=None, help="JSON file to write")
+    parser.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                        help="the last K-GPU run also records N steps under the profiler (default 0: none)")
     parser.add_argument("--baseline-tree", default=None, metavar="DIR",
                         help="the one-GPU arm runs the suite's code in DIR (e.g. an earlier commit's, unpacked)")
     parser.add_argument("--baseline-name", default=None, metavar="TEXT",
@@ -133,6 +139,8 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], P
     args.baseline_tree = baseline_tree(args.baseline_tree)
     if args.baseline_name is not None and not args.baseline_tree:
         raise SystemExit("ddp_step_ab: --baseline-name names a --baseline-tree; give the tree too")
+    if args.profile_steps < 0:
+        raise SystemExit(f"ddp_step_ab: --profile-steps {args.profile_steps}: expected an integer >= 0")
     for name in ("gpus", "rounds", "steps"):
         if getattr(args, name) < (2 if name == "gpus" else 1):
             raise SystemExit(f"ddp_step_ab: --{name} {getattr(args, name)}: expected an integer >= "
@@ -152,6 +160,7 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], P
         raise SystemExit(f"ddp_step_ab: the global batch {batch} does not split over --gpus {args.gpus}")
     rates: dict[str, list[float]] = {"one": [], "many": []}
     devices = set()
+    profile = None
     code_roots: dict[str, set] = {"one": set(), "many": set()}
     with tempfile.TemporaryDirectory() as tmp:
         for arm, env, cmd, output, cwd in launches(args, Path(tmp)):
@@ -164,12 +173,16 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], P
             rates[arm].append(measured["steady_steps_per_second"])
             devices.add(measured["device"])
             code_roots[arm].add(measured.get("code_root"))
+            if "profile" in measured:
+                profile = measured["profile"]
     steps = int(train_dict["epochs"]) * (args.n_train // batch) if args.n_train else None
     result = summary(rates, args.gpus, batch, steps)
     if args.baseline_tree:
         result.update(baseline_tree=args.baseline_tree,
                       baseline_name=args.baseline_name or Path(args.baseline_tree).name)
     result["code_roots"] = {arm: sorted(str(r) for r in roots) for arm, roots in code_roots.items()}
+    if profile is not None:
+        result["profile_many"] = profile
     print(table(result))
     against = f"one running {result['baseline_name']}" if args.baseline_tree else "one"
     print(f"K = {args.gpus} GPUs: {result['speedup']:.2f}x the steps per second of {against} (wall clock)")

@@ -72,6 +72,7 @@ from runners.train.loop import train  # noqa: E402
 #: (part, pattern on a kernel's name or on the names of the CPU ops around its launch), first match wins; the
 #: kernel's own name is tried first, then its launching op and that op's parents, innermost first
 PARTS = [
+    ("communication (NCCL)", r"nccl|all_reduce|all_gather|allreduce|allgather|c10d::"),
     ("SSM kernel generation", r"vandermonde|cauchy|GraphLaunch|_kernel_fn|DiagKernel|DPLRKernel"),
     ("FFT convolution: cuFFT", r"fft"),
     ("FFT convolution: pointwise passes", r"_pack_kernel|_unpack_kernel|_spectral_(fwd|bwd)_kernel|_full_spectrum"
