@@ -377,6 +377,10 @@ def cmd_progress(args: argparse.Namespace) -> int:
     if args.finished is not None:
         if args.spec:
             raise SpecError("progress: --finished PATTERN reads the checkpoints under the pattern; name no spec")
+        parts = Path(args.finished).parts
+        if not args.finished.strip() or Path(args.finished).is_absolute() or ".." in parts:
+            raise SpecError(f"progress: --finished {args.finished!r}: expected a path under {runs}/ such as "
+                            "<spec>/<folder> or <spec>/<folder>/<cell> (globs allowed)")
         done, line = finished_under(runs, args.finished)
         print(line)
         return 0 if done else (EXIT_FAIL if done is False else EXIT_BAD_SPEC)

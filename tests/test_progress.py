@@ -219,3 +219,12 @@ def test_finished_answers_for_a_cell_a_folder_or_a_glob(train_project: Path, cap
     assert status == 2 and out.startswith("unreadable: ") and "checkpoint.pt" in out
     status, out, err = _progress(capsys, "tiny-train", "--finished", "tiny-train/smoke")
     assert status == 2 and "--finished PATTERN reads the checkpoints under the pattern; name no spec" in err
+
+
+@pytest.mark.parametrize("pattern", ["", "  ", "/abs/path", "../elsewhere", "tiny-train/../../x"])
+def test_finished_takes_a_path_under_the_runs_folder(train_project: Path, capsys: pytest.CaptureFixture,
+                                                     pattern: str) -> None:
+    Path("runs").mkdir()
+    status, out, err = _progress(capsys, "--finished", pattern)
+    assert status == 2 and f"--finished {pattern!r}: expected a path under runs/" in err and not out
+    assert len(err.strip().splitlines()) == 1
