@@ -151,7 +151,11 @@ def test_a_run_that_finished_its_schedule_is_not_started_again(tmp_path: Path) -
         "started" in extra
     assert extra.count("NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU") == 1, extra  # only the other run started
     assert "finished: 1 checkpoint(s) under runs/" in (tmp_path / "logs" / "calls.txt").read_text()
-    assert list(out.glob("campaign.tar.part*"))
+    joined = tmp_path / "campaign.tar"
+    joined.write_bytes(b"".join(p.read_bytes() for p in sorted(out.glob("campaign.tar.part*"))))
+    with tarfile.open(joined) as tar:
+        manifest = json.load(tar.extractfile("ckpt/transfer_manifest.json"))
+    assert str(ckpt_path.relative_to(work / "runs")) in {entry["path"] for entry in manifest.values()}
 
 
 def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:
