@@ -3,7 +3,6 @@
 refused by name before anything is timed (CPU)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,26 +11,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "diagnostics" / "train_step_profile.py"
-
-
-def _script():
-    if "diagnostics_train_step_profile" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("diagnostics_train_step_profile", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["diagnostics_train_step_profile"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["diagnostics_train_step_profile"]
+PROFILE = "benchmarks/diagnostics/train_step_profile.py"
+SCRIPT = REPO / PROFILE
 
 
 @pytest.mark.parametrize("before", [None, "0", "keep me"])
-def test_the_environment_is_set_inside_and_put_back_after(monkeypatch, before) -> None:
+def test_the_environment_is_set_inside_and_put_back_after(monkeypatch, script, before) -> None:
     if before is None:
         monkeypatch.delenv("SSM_AB_PROBE", raising=False)
     else:
         monkeypatch.setenv("SSM_AB_PROBE", before)
     monkeypatch.setenv("SSM_AB_OTHER", "untouched")
-    env = _script().CandidateEnvironment(["SSM_AB_PROBE=1", "SSM_AB_EMPTY="])
+    env = script(PROFILE).CandidateEnvironment(["SSM_AB_PROBE=1", "SSM_AB_EMPTY="])
     with env:
         assert os.environ["SSM_AB_PROBE"] == "1" and os.environ["SSM_AB_EMPTY"] == ""
     assert os.environ.get("SSM_AB_PROBE") == before and "SSM_AB_EMPTY" not in os.environ
@@ -43,9 +34,9 @@ def test_the_environment_is_set_inside_and_put_back_after(monkeypatch, before) -
 
 
 @pytest.mark.parametrize("item", ["SSM_STEP_GRAPHS", "=1", "1ABC=1", "SSM STEP=1", "SSM-STEP=1"])
-def test_a_malformed_item_is_refused_by_name(item) -> None:
+def test_a_malformed_item_is_refused_by_name(script, item) -> None:
     with pytest.raises(SystemExit, match=f"--candidate-env {item!r}: expected NAME=VALUE"):
-        _script().CandidateEnvironment([item])
+        script(PROFILE).CandidateEnvironment([item])
 
 
 def _run(*extra: str) -> subprocess.CompletedProcess:

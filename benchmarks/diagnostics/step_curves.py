@@ -12,8 +12,9 @@ checkpoints: what that session trained; a run the revision does not have is draw
 
 It also prints, per run, a table of the windows drawn: how many, their optimizer steps, the epochs they cover in
 steps (the windows' steps over the run's steps per epoch, from its complete epochs), the loss of the first and the
-last full window (a window cut short by a deadline or a resume holds a few steps' loss), the median of the windows' largest gradient norms, the largest (and its epoch), how many windows exceed three
-times the median, and how many were not finite.
+last full window (a window cut short by a deadline or a resume holds a few steps' loss), the median of the windows'
+largest gradient norms, the largest (and its epoch), how many windows exceed three times the median, and how many
+were not finite.
 """
 from __future__ import annotations
 

@@ -240,7 +240,8 @@ def code_root() -> str:
 
 
 def launch() -> tuple[int, int]:
-    """(processes, this process's rank) of a torchrun launch; (1, 0) without one."""
+    """(processes, this process's rank) of a torchrun launch; (1, 0) without one. Read here rather than through
+    runners.train.distributed, so that this script also times older checkouts (ddp_step_ab.py --baseline-tree)."""
     try:
         return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     except ValueError:
