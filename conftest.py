@@ -41,10 +41,42 @@ def script() -> Callable[[str], Any]:
     return load
 
 
+#: set to an integer to give every ``gen`` that integer as its seed (to replay a failure the report names)
+SEED_VARIABLE = "SSM_TEST_SEED"
+
+
+def _seed_from_environment() -> int | None:
+    text = os.environ.get(SEED_VARIABLE, "").strip()
+    if not text:
+        return None
+    try:
+        seed = int(text, 0)
+    except ValueError:
+        raise pytest.UsageError(f"{SEED_VARIABLE}={text!r}: not an integer (allowed: 0 to 2**64 - 1, e.g. "
+                                f"{SEED_VARIABLE}=1234 to replay the seed a failure report names)") from None
+    if not 0 <= seed < 2 ** 64:
+        raise pytest.UsageError(f"{SEED_VARIABLE}={text!r}: out of range (allowed: 0 to 2**64 - 1)")
+    return seed
+
+
 @pytest.fixture
 def gen() -> torch.Generator:
-    """A fresh seed per test (shown in the failure message) so every run draws new random inputs."""
-    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    """A fresh seed per test so every run draws new random inputs; a failing test's report names the seed (section
+    "random seed"), and ``SSM_TEST_SEED=<seed>`` replays it."""
+    seed = _seed_from_environment()
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little") if seed is None else seed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failing test that drew from ``gen`` gets the seed in its report, with the command that replays it."""
+    outcome = yield
+    report = outcome.get_result()
+    generator = getattr(item, "funcargs", {}).get("gen")
+    if report.failed and isinstance(generator, torch.Generator):
+        seed = generator.initial_seed()
+        report.sections.append(("random seed", f"gen seed {seed}: replay with {SEED_VARIABLE}={seed} "
+                                               f"pytest '{item.nodeid}'"))
 
 
 def write_pathfinder_release(tmp: Path, n_per_file: int = 4) -> Path:
