@@ -59,6 +59,11 @@ def _seed_from_environment() -> int | None:
     return seed
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A bad SSM_TEST_SEED stops the session before any test runs, with the variable named."""
+    _seed_from_environment()
+
+
 @pytest.fixture
 def gen() -> torch.Generator:
     """A fresh seed per test so every run draws new random inputs; a failing test's report names the seed (section

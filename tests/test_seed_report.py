@@ -44,6 +44,14 @@ def test_a_failure_names_its_seed_and_the_seed_replays_it(tmp_path: Path) -> Non
     assert f"gen seed {named[1]}:" in again.stdout
 
 
+def test_a_bad_seed_stops_the_session_before_any_test(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_draws.py").write_text(DRAWING_TEST)
+    done = _run(tmp_path, "twelve")
+    assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
+    assert "SSM_TEST_SEED='twelve': not an integer" in done.stderr and "drew" not in done.stdout
+
+
 @pytest.mark.parametrize("value", ["abc", "1.5", "-3", str(2 ** 64), "0x"])
 def test_a_bad_seed_is_refused_by_name(value: str, script, monkeypatch) -> None:
     conftest = script("conftest.py")
