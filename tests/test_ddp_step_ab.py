@@ -19,7 +19,8 @@ CELL = ["s4d-table-6", "Path-X", "S4D"]  # batch 32, 50 epochs at the full tier
 
 def _fake(rates: dict[str, list[float]], calls: list, imported_from: Path | None = None):
     """A runner that records each launch and writes the rate the arm's next run 'measured', with the folder its code
-    came from (the run's working folder unless ``imported_from`` says otherwise)."""
+    came from as train_step_profile records it ('.', the run's working folder, unless ``imported_from`` says
+    otherwise)."""
     left = {arm: list(v) for arm, v in rates.items()}
 
     def run(env: dict, cmd: list[str], cwd: Path) -> None:
@@ -27,7 +28,7 @@ def _fake(rates: dict[str, list[float]], calls: list, imported_from: Path | None
         calls.append((arm, env, cmd, cwd))
         output = Path(cmd[cmd.index("--output") + 1])
         measured = {"steady_steps_per_second": left[arm].pop(0), "device": "NVIDIA H100",
-                    "code_root": str(imported_from or cwd)}
+                    "code_root": str(imported_from) if imported_from else "."}
         if "--profile-steps" in cmd:
             measured["profile"] = {"step_wall_ms": 9.0, "steps": int(cmd[cmd.index("--profile-steps") + 1])}
         output.write_text(json.dumps(measured))
@@ -87,8 +88,8 @@ def test_a_baseline_tree_runs_the_one_gpu_arm_on_its_code(tmp_path, script, caps
                              run=_fake({"one": [24.0, 25.0], "many": [50.0, 52.0]}, calls), device_count=lambda: 2)
     assert [(c[0], c[3]) for c in calls] == [("one", tree), ("many", Path.cwd())] * 2
     assert all("sync_batchnorm=true" not in c[2] for c in calls if c[0] == "one")
-    assert result["baseline_tree"] == str(tree) and result["baseline_name"] == "main at 253871e"
-    assert result["code_roots"] == {"one": [str(tree)], "many": [str(Path.cwd())]}
+    assert result["baseline_tree"] == "main-253871e" and result["baseline_name"] == "main at 253871e"
+    assert result["code_roots"] == {"one": ["main-253871e"], "many": ["."]}  # no path of this machine
     assert result["speedup"] == pytest.approx(51 / 24.5)
     printed = capsys.readouterr().out
     assert "| 1 GPU, main at 253871e" in printed and "2.08x the steps per second of one running main at 253871e" \
@@ -150,7 +151,7 @@ def test_train_step_profile_under_torchrun_reports_from_the_first_process_only(t
     lines = [line for line in done.stdout.splitlines() if "steps/s" in line]
     assert len(lines) == 1 and "over 2 processes" in lines[0], done.stdout
     saved = json.loads(out.read_text())
-    assert saved["world_size"] == 2 and saved["steady_steps_per_second"] > 0 and saved["code_root"] == str(REPO)
+    assert saved["world_size"] == 2 and saved["steady_steps_per_second"] > 0 and saved["code_root"] == "."
     record = subprocess.run(cmd[:-2] + ["--record", "--n-train", "640"], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=600)
     assert record.returncode != 0 and "--record measures one GPU (this launch has 2 processes)" in record.stderr
@@ -167,3 +168,18 @@ def test_the_profile_names_the_gpus_communication(script, names, part) -> None:
     """A data-parallel step's NCCL kernels (the gradients' all-reduce, synced BatchNorm's all-gather) count as
     communication, not as the op that called them; other kernels keep their parts."""
     assert script("benchmarks/diagnostics/train_step_profile.py")._part_of(names) == part
+
+
+def test_folders_are_recorded_relative_to_the_checkout(tmp_path, script, monkeypatch) -> None:
+    """What the JSON names: a folder inside the checkout relative to it, the checkout '.', one outside by its name;
+    the profiler's code_root '.' where it imported the suite from its working folder, a full path only otherwise."""
+    ab, profiler = script(AB), script("benchmarks/diagnostics/train_step_profile.py")
+    monkeypatch.chdir(REPO)
+    assert profiler.code_root() == "."  # the suite imported from the folder it runs in
+    elsewhere = tmp_path / "elsewhere"
+    (tmp_path / "checkout" / ".ab_base").mkdir(parents=True)
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path / "checkout")
+    assert ab.shown(Path(".ab_base")) == ".ab_base" and ab.shown(tmp_path / "checkout" / ".ab_base") == ".ab_base"
+    assert ab.shown(Path.cwd()) == "." and ab.shown(elsewhere) == "elsewhere"
+    assert profiler.code_root() == str(REPO)  # imported from outside the working folder: named in full

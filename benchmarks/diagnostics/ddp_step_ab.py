@@ -16,7 +16,9 @@ the rate is unaffected): its first process prints where the step's time goes, an
 ``--baseline-tree DIR`` runs the one-GPU arm on the suite's code in DIR instead (an earlier commit's ``ssm_core``,
 ``runners`` and specs, e.g. unpacked with ``git archive``), timed by this checkout's profiler: earlier code on one GPU
 against this code on K, in one call on one machine. Each run records the folder its ``runners`` package was imported
-from; a baseline run that imported another copy (an installed package takes precedence over DIR) is refused.
+from; a baseline run that imported another copy (an installed package takes precedence over DIR) is refused. The
+JSON names those folders relative to this checkout (DIR by its name where it lies outside), never by a path of the
+machine that ran them.
 """
 from __future__ import annotations
 
@@ -82,6 +84,13 @@ def baseline_tree(value: Optional[str]) -> Optional[str]:
         raise SystemExit(f"ddp_step_ab: --baseline-tree {value}: {what}; expected a checkout of the suite "
                          "(its ssm_core and runners packages and its specs)")
     return str(folder)
+
+
+def shown(folder: Path) -> str:
+    """A folder as the results record it: relative to this checkout ('.' for the checkout itself), or by its name
+    where it lies outside (never a path of the machine that ran it)."""
+    folder, here = folder.resolve(), Path.cwd().resolve()
+    return str(folder.relative_to(here)) if folder.is_relative_to(here) else folder.name
 
 
 def _run(env: dict, cmd: list[str], cwd: Path) -> None:
@@ -166,19 +175,20 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], P
         for arm, env, cmd, output, cwd in launches(args, Path(tmp)):
             run(env, cmd, cwd)
             measured = json.loads(output.read_text())
-            if args.baseline_tree and arm == "one" and measured.get("code_root") != args.baseline_tree:
-                raise SystemExit(f"ddp_step_ab: the one-GPU arm imported the suite from {measured.get('code_root')}, "
+            imported = measured.get("code_root")  # '.': the folder the run worked in (train_step_profile.code_root)
+            if args.baseline_tree and arm == "one" and imported != ".":
+                raise SystemExit(f"ddp_step_ab: the one-GPU arm imported the suite from {imported}, "
                                  f"not from --baseline-tree {args.baseline_tree}: an installed copy of the package "
                                  "takes precedence; run where the suite is not installed")
             rates[arm].append(measured["steady_steps_per_second"])
             devices.add(measured["device"])
-            code_roots[arm].add(measured.get("code_root"))
+            code_roots[arm].add(shown(cwd) if imported == "." else str(imported))
             if "profile" in measured:
                 profile = measured["profile"]
     steps = int(train_dict["epochs"]) * (args.n_train // batch) if args.n_train else None
     result = summary(rates, args.gpus, batch, steps)
     if args.baseline_tree:
-        result.update(baseline_tree=args.baseline_tree,
+        result.update(baseline_tree=shown(Path(args.baseline_tree)),
                       baseline_name=args.baseline_name or Path(args.baseline_tree).name)
     result["code_roots"] = {arm: sorted(str(r) for r in roots) for arm, roots in code_roots.items()}
     if profile is not None:

@@ -233,10 +233,13 @@ def _print_profile(prof: dict, label: str) -> None:
 
 
 def code_root() -> str:
-    """The folder the suite's ``runners`` package was imported from: which checkout's code this run timed."""
+    """The folder the suite's ``runners`` package was imported from, which checkout's code this run timed: '.' for
+    the working folder (the checkout this runs in), a path relative to it for a folder inside it, and the absolute
+    path only for one outside it (an installed copy; a record of the run would then name this machine)."""
     import runners
 
-    return str(Path(runners.__file__).resolve().parents[1])
+    root, here = Path(runners.__file__).resolve().parents[1], Path.cwd().resolve()
+    return str(root.relative_to(here)) if root.is_relative_to(here) else str(root)
 
 
 def launch() -> tuple[int, int]:
