@@ -382,3 +382,17 @@ def test_step_curves_reads_the_loss_of_full_windows(tmp_path, capsys) -> None:
     row = next(line for line in capsys.readouterr().out.splitlines() if "A__Task" in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:] == ["6", "0-45", "-", "0.600 -> 0.300", "2", "7.0 (2)", "1", "0"]
+
+
+def test_one_node_float32_rounding_tabulates_every_gradient(script, capsys) -> None:
+    """benchmarks/diagnostics/one_node_float32_rounding.py on two seeds: a row per gradient (the input, D and the
+    S4 kernel's parameters), the two float32 outputs equal, and a bad count refused."""
+    rounding = script("benchmarks/diagnostics/one_node_float32_rounding.py")
+    assert rounding.main(["--seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    for name in ("input", "d", "kernel.log_dt", "kernel.a_real", "kernel.a_imag", "kernel.p", "kernel.b", "kernel.c"):
+        assert f"| {name} " in out
+    assert "outputs, one vs two node (max): 0.00e+00" in out
+    with pytest.raises(SystemExit):
+        rounding.main(["--seeds", "0"])
+    assert "--seeds 0 and --channels 2: expected integers >= 1" in capsys.readouterr().err

@@ -190,7 +190,7 @@ def main(argv: Optional[Sequence[str]] = None, run: Callable[[dict, list[str], P
     if args.baseline_tree:
         result.update(baseline_tree=shown(Path(args.baseline_tree)),
                       baseline_name=args.baseline_name or Path(args.baseline_tree).name)
-    result["code_roots"] = {arm: sorted(str(r) for r in roots) for arm, roots in code_roots.items()}
+    result["code_roots"] = {arm: sorted(roots) for arm, roots in code_roots.items()}
     if profile is not None:
         result["profile_many"] = profile
     print(table(result))
