@@ -198,7 +198,8 @@ class SequenceModel(nn.Module):
     BatchNorm the training loss has no gradient along it (every path from the encoder starts with a BatchNorm that
     subtracts its batch mean), so a trained bias moves only by rounding, which Adam scales to full-size steps, and
     the first block's eval-mode running mean trails it; without the bias the model computes the same training-mode
-    function.
+    function, from the same initial parameters (the bias is drawn and dropped, so the random draws that follow are
+    the ones the model with the bias gets).
     """
 
     def __init__(self, d_input: int, d_output: int, d_model: int = 128, n_layers: int = 4,
@@ -217,8 +218,10 @@ class SequenceModel(nn.Module):
                              "bias")
         self.pad_id, self.mask_padding = pad_id, mask_padding
         layer_kwargs = {"dropout": dropout, **(layer or {})}
-        self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model,
-                                                                                     bias=encoder_bias)
+        self.encoder = nn.Embedding(vocab_size, d_model) if vocab_size else nn.Linear(d_input, d_model)
+        if not encoder_bias:
+            # Drawn and then dropped, so that every other parameter starts as it would with the bias.
+            self.encoder.bias = None
         self.blocks = nn.ModuleList(
             ResidualBlock(SSMLayer(d_model, **layer_kwargs), norm=norm, prenorm=prenorm, dropout=dropout)
             for _ in range(n_layers))

@@ -129,7 +129,7 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
 def test_a_run_that_finished_its_schedule_is_not_started_again(tmp_path: Path) -> None:
     """The first run of the runs file, its checkpoint at the end of its schedule: the call says so and does not
     start it (resumed, it would train nothing and write its results file again); the other runs start, and the
-    finished one still comes back in the pack."""
+    finished one does not come back in the pack (its training is over), while its metrics come back with the logs."""
     import torch
 
     work = _workspace(tmp_path)
@@ -154,9 +154,13 @@ def test_a_run_that_finished_its_schedule_is_not_started_again(tmp_path: Path) -
     assert "finished: 1 checkpoint(s) under runs/" in (tmp_path / "logs" / "calls.txt").read_text()
     joined = tmp_path / "campaign.tar"
     joined.write_bytes(b"".join(p.read_bytes() for p in sorted(out.glob("campaign.tar.part*"))))
+    relative = ckpt_path.relative_to(work / "runs")
     with tarfile.open(joined) as tar:
         manifest = json.load(tar.extractfile("ckpt/transfer_manifest.json"))
-    assert str(ckpt_path.relative_to(work / "runs")) in {entry["path"] for entry in manifest.values()}
+        assert tar.extractfile(f"logs/runs/runs/{relative.parent}/metrics.jsonl").read()
+    packed = {entry["path"] for entry in manifest.values()}
+    assert str(relative) not in packed
+    assert packed == set(_expected_pack(RUNS_FILE)) - {str(relative)}  # the others as always
 
 
 def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:

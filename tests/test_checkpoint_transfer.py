@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from test_files_and_runs import train_project  # noqa: F401 (the fixture)
+
 from runners.train.transfer import MANIFEST, TransferError, main, pack, unpack
 
 CELLS = ["s4d-table-5/full/S4-LegS (suite data)__Pathfinder", "s4d-table-5/full/S4D-Lin (suite data)__Pathfinder",
@@ -71,3 +73,37 @@ def test_unpack_without_a_manifest_is_one_line(tmp_path, capsys):
     (tmp_path / "out" / MANIFEST).write_bytes(b"\xff\xfe")
     assert main(["unpack", str(tmp_path / "out"), str(tmp_path / "runs")]) == 2
     assert "is not a JSON manifest" in capsys.readouterr().err
+
+
+
+def test_pack_unfinished_only_leaves_out_the_runs_at_the_end_of_their_schedules(train_project, capsys):
+    """A tiny training table trained for real (its run finished), a copy of its checkpoint edited to stand
+    mid-schedule, and a file that is no checkpoint: --unfinished-only packs the one mid-schedule and the unreadable
+    one (not judged finished), not the finished one; with only the finished one selected, the error says so."""
+    from pathlib import Path
+
+    import torch
+
+    from runners.__main__ import main as cli
+
+    assert cli(["run", "tiny-train", "--no-progress"]) == 0
+    runs = Path("runs")
+    done = runs / "tiny-train" / "smoke" / "S4__sCIFAR" / "checkpoint.pt"
+    ckpt = torch.load(done, weights_only=True)
+    ckpt["config"]["epochs"], ckpt["epoch"], ckpt["step"] = 3, 1, 7
+    going = runs / "tiny-train" / "smoke-set-0123456789ab" / "S4__sCIFAR" / "checkpoint.pt"
+    broken = runs / "tiny-train" / "budget" / "S4__sCIFAR" / "checkpoint.pt"
+    for path in (going, broken):
+        path.parent.mkdir(parents=True)
+    torch.save(ckpt, going)
+    broken.write_bytes(b"not a checkpoint")
+    capsys.readouterr()
+
+    assert len(pack(runs, Path("all"))) == 4  # without the flag: every checkpoint
+    assert main(["pack", "runs", "out", "--unfinished-only"]) == 0
+    manifest = json.loads((Path("out") / MANIFEST).read_text())
+    assert sorted(entry["path"] for entry in manifest.values()) == [
+        "tiny-train/budget/S4__sCIFAR/checkpoint.pt", "tiny-train/smoke-set-0123456789ab/S4__sCIFAR/checkpoint.pt"]
+    capsys.readouterr()
+    assert main(["pack", "runs", "none", "--cells", "*/smoke/*", "--unfinished-only"]) == 2
+    assert "that has not finished its schedule (1 finished)" in capsys.readouterr().err

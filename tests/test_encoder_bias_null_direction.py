@@ -11,8 +11,8 @@ These tests hold that property, on the CPU in float64, for the kinds of backbone
 cases where it does not hold (LayerNorm blocks, post-norm BatchNorm). A further test shows its consequence: a change
 of rounding alone (the loss in float64 instead of float32) moves the encoder bias by percents within six AdamW
 steps, and with it the running means and the eval-mode output, while every other parameter stays equal to rounding;
-with the bias frozen, or left out (``SequenceModel(encoder_bias=False)``, which computes the same training-mode
-function), everything stays equal. That is the signature of a comparison that runs the same model two ways (eager
+with the bias frozen, or left out (``SequenceModel(encoder_bias=False)``, which starts from the same parameters and
+computes the same training-mode function), everything stays equal. That is the signature of a comparison that runs the same model two ways (eager
 and CUDA graphs, say) and compares evaluations.
 """
 from __future__ import annotations
@@ -141,14 +141,17 @@ def test_rounding_alone_moves_the_encoder_bias_and_what_evaluation_reads(norm, b
 @pytest.mark.parametrize("mode, bidirectional, pool, n_layers", CASES)
 def test_without_the_encoder_bias_training_mode_computes_the_same_function(mode, bidirectional, pool,
                                                                             n_layers) -> None:
-    """``encoder_bias=False``: the same weights but the bias give the same train-mode output (float64)."""
-    with_bias = _model(mode, bidirectional, pool, n_layers)
+    """``encoder_bias=False``: from the same seed, the same initial parameters but the bias (nothing else is drawn
+    otherwise), and the same train-mode output (float64), whatever the bias of the other model holds."""
+    with_bias = _model(mode, bidirectional, pool, n_layers, seed=3)
+    without = _model(mode, bidirectional, pool, n_layers, seed=3, encoder_bias=False)
+    assert without.encoder.bias is None
+    state, state_without = with_bias.state_dict(), without.state_dict()
+    assert set(state) - set(state_without) == {"encoder.bias"}
+    for name, value in state_without.items():
+        assert torch.equal(value, state[name]), name
     with torch.no_grad():
         with_bias.encoder.bias.uniform_(-1, 1)
-    without = _model(mode, bidirectional, pool, n_layers, encoder_bias=False)
-    assert without.encoder.bias is None
-    state = {k: v for k, v in with_bias.state_dict().items() if k != "encoder.bias"}
-    without.load_state_dict(state)
     x, _ = _batch(7)
     with_bias.train()
     without.train()

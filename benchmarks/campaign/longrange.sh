@@ -23,8 +23,9 @@
 # Checkpoints: $CAMPAIGN_RESUME_FROM (a folder a previous call's pack went to, if set) and then checkpoints/ are
 # copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s
 # later if still going, e.g. still preparing data), then the checkpoints of the main cells and of the extra runs
-# marked "pack" are packed (runners.train.transfer) with the logs, the metrics of every run and `runners progress`
-# into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x; a call brings back at most 64 MiB).
+# marked "pack", those that have not finished their schedules, are packed (runners.train.transfer) with the logs,
+# the metrics of every run, the results files the call wrote and `runners progress` into
+# OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x; a call brings back at most 64 MiB).
 set -u
 MIN=$1; OUTDIR=$2; EXTRA=${3:-}; TESTS=${4:-}
 [ "$EXTRA" = "--tests" ] && { EXTRA=""; TESTS="--tests"; }
@@ -82,7 +83,8 @@ wait
 
 PACK=(--cells 's4d-table-5/full/*' --cells 's4d-table-6/full/*')
 [ -f "$STAGE/pack_globs" ] && while read -r glob; do PACK+=(--cells "$glob"); done < "$STAGE/pack_globs"
-python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" "${PACK[@]}" >> "$LOG/calls.txt" 2>&1
+mkdir -p "$STAGE/ckpt"  # empty when every run has finished: their results files and metrics come with the logs
+python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" --unfinished-only "${PACK[@]}" >> "$LOG/calls.txt" 2>&1
 for f in runs/*/full*/*/metrics.jsonl runs/*/full*/*/steps.jsonl runs/*/full*/logs/* runs/*/full*/overrides.json; do
   [ -f "$f" ] && { d="$LOG/runs/$(dirname "$f")"; mkdir -p "$d"; cp "$f" "$d/"; }
 done

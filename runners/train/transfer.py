@@ -1,7 +1,7 @@
 """Move training checkpoints between machines through a flat folder of plainly named files.
 
-    python -m runners.train.transfer pack runs/ OUT [--cells GLOB]   # each cell's checkpoint.pt -> OUT/<name>.pt
-    python -m runners.train.transfer unpack OUT runs/                # back to runs/<spec>/<tier>/<cell>/checkpoint.pt
+    python -m runners.train.transfer pack runs/ OUT [--cells GLOB] [--unfinished-only]  # checkpoint.pt -> OUT/
+    python -m runners.train.transfer unpack OUT runs/             # back to runs/<spec>/<tier>/<cell>/checkpoint.pt
 
 A training cell's checkpoint lives at ``runs/<spec id>/<tier>/<row>__<task>/checkpoint.pt`` (its metrics.jsonl is
 rewritten from the checkpoint's history when the run resumes, so the checkpoint is all a resumed run needs). Cell
@@ -9,7 +9,9 @@ folders hold spaces and parentheses ("S4-LegS (suite data)__Pathfinder"); ``pack
 flat file named with letters, digits, '.', '_' and '-' only, and writes ``transfer_manifest.json`` mapping each file
 back to its place (with its size and SHA-256). ``unpack`` checks each file against the manifest and writes it to
 its place atomically; a manifest entry that would leave the runs folder, a missing or altered file, is an error
-naming it. Files are copied, never moved: the source stays as it was.
+naming it. Files are copied, never moved: the source stays as it was. ``--unfinished-only`` leaves out the
+checkpoints at the end of their schedules: a finished run trains nothing more, and what it produced (its results
+file, its metrics) travels without its checkpoint, so a campaign's call brings back only what a next call resumes.
 """
 from __future__ import annotations
 
@@ -48,16 +50,25 @@ def flat_name(relative: PurePosixPath) -> str:
     return f"{stem[:150]}-{hashlib.sha256(str(relative).encode()).hexdigest()[:8]}.pt"
 
 
-def pack(runs: Path, out: Path, cells: Sequence[str] = ()) -> list[str]:
+def pack(runs: Path, out: Path, cells: Sequence[str] = (), unfinished_only: bool = False) -> list[str]:
     """Copy every ``<spec>/<tier>/<cell>/checkpoint.pt`` under ``runs`` (those whose ``spec/tier/cell`` matches
-    one of ``cells``, all when empty) to ``out`` as flat files; write the manifest. Returns the files written."""
+    one of ``cells``, all when empty; with ``unfinished_only``, not those at the end of their schedules, whose
+    training is over) to ``out`` as flat files; write the manifest. Returns the files written."""
     runs, out = Path(runs), Path(out)
     found = sorted(runs.glob(f"*/*/*/{CHECKPOINT}"))
     picked = [p for p in found if not cells or any(
         fnmatch.fnmatchcase("/".join(p.relative_to(runs).parts[:-1]), g) for g in cells)]
+    finished = []
+    if unfinished_only:
+        from runners.progress import finished_under  # reads each checkpoint: only when asked
+
+        finished = [p for p in picked if finished_under(runs, "/".join(p.relative_to(runs).parts[:-1]))[0]]
+        picked = [p for p in picked if p not in finished]
     if not picked:
         raise TransferError(f"pack: no {CHECKPOINT} under {runs}/<spec>/<tier>/<cell>/"
-                            + (f" matching {list(cells)}" if cells else ""))
+                            + (f" matching {list(cells)}" if cells else "")
+                            + (f" that has not finished its schedule ({len(finished)} finished)"
+                               if unfinished_only else ""))
     out.mkdir(parents=True, exist_ok=True)
     entries = {}
     for path in picked:
@@ -111,12 +122,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("runs", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--cells", action="append", default=[], help="glob on '<spec>/<tier>/<cell>' (repeatable)")
+    p.add_argument("--unfinished-only", action="store_true",
+                   help="leave out the checkpoints at the end of their schedules (their training is over)")
     u = sub.add_parser("unpack", help="flat folder made by pack -> runs folder")
     u.add_argument("src", type=Path)
     u.add_argument("runs", type=Path)
     args = parser.parse_args(argv)
     try:
-        done = pack(args.runs, args.out, args.cells) if args.cmd == "pack" else unpack(args.src, args.runs)
+        done = (pack(args.runs, args.out, args.cells, args.unfinished_only) if args.cmd == "pack"
+                else unpack(args.src, args.runs))
     except TransferError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
