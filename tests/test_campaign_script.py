@@ -106,6 +106,8 @@ def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, ca
         assert json.loads(record.read_text())["set"], record
     assert list((unpacked / "logs").glob("progress_*.txt"))
     assert "extra run on GPU 3" in (unpacked / "logs" / "extra_runs.log").read_text()
+    gpu0 = [line for line in (unpacked / "logs" / "pathfinder.log").read_text().splitlines() if "GPU 0:" in line]
+    assert len(gpu0) == 1 and gpu0[0].startswith("GPU 0: S4-LegS (suite data) / Pathfinder"), gpu0  # and no other
 
     # home again: each checkpoint as committed, with its metrics and its folder's overrides
     home, results = tmp_path / "home", tmp_path / "results"
@@ -194,3 +196,25 @@ def test_collect_puts_a_runs_logs_beside_its_checkpoint(tmp_path: Path) -> None:
     assert (cell / "metrics.jsonl").read_text() == '{"epoch": 1}\n'
     assert (cell / "steps.jsonl").read_text() == '{"step": 50}\n'
     assert sorted(p.name for p in (home / "spec" / "full" / "B__Pathfinder").iterdir()) == ["checkpoint.pt"]
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+def test_gpu_0_goes_on_to_the_next_pathfinder_row_once_s4_legs_has_finished(tmp_path: Path) -> None:
+    """S4-LegS's checkpoint at the end of its schedule: GPU 0 does not start it again and starts S4D-Inv, the next
+    of S4D Table 5's rows; that one does not finish (no CUDA here), so S4D-LegS, the one after, does not start."""
+    import torch
+
+    work = _workspace(tmp_path)
+    source = next(iter(sorted((ROOT / "checkpoints").glob("*/*/*/checkpoint.pt"))))  # any run's checkpoint
+    ckpt = torch.load(source, map_location="cpu", weights_only=True)
+    ckpt["epoch"], ckpt["step"] = ckpt["config"]["epochs"], 0
+    done = work / "runs" / "s4d-table-5" / "full" / "S4-LegS_suite_data__Pathfinder" / "checkpoint.pt"
+    done.parent.mkdir(parents=True)
+    torch.save(ckpt, done)
+    _call(tmp_path, work)
+    log = (tmp_path / "logs" / "pathfinder.log").read_text()
+    gpu0 = [line for line in log.splitlines() if "GPU 0:" in line]
+    assert len(gpu0) == 1 and gpu0[0].startswith("GPU 0: S4D-Inv (suite data) / Pathfinder"), log
+    assert "NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU" in log
+    assert "finished: 1 checkpoint(s) under runs/s4d-table-5/full/S4-LegS_suite_data__Pathfinder" in \
+        (tmp_path / "logs" / "calls.txt").read_text()

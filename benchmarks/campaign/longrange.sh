@@ -4,7 +4,8 @@
 #
 #   benchmarks/campaign/longrange.sh MINUTES OUTDIR [EXTRA_RUNS] [--tests]
 #
-#   GPU 0: S4D Table 5, S4-LegS (suite data) / Pathfinder-32, 200 epochs (also S4 Table 4's S4 row)
+#   GPU 0: S4D Table 5, S4-LegS (suite data) / Pathfinder-32, 200 epochs (also S4 Table 4's S4 row); once it has
+#          finished, S4D-Inv and then S4D-LegS, each at the spec's setting (one at a time: a call packs one of them)
 #   GPU 1, 3: EXTRA_RUNS (S4D-Lin at the spec's setting stayed at chance and is not trained here:
 #          benchmarks/campaign/s4d_lin.txt trains the runs of that cell that learn or test why)
 #   GPU 2: S4D Table 6, S4D (suite data) / Path-X, 50 epochs (its 200,000 images take minutes to make on a fresh
@@ -46,8 +47,23 @@ finished() {  # every checkpoint under runs/$1 has finished its schedule: nothin
   python3 -m runners progress --runs runs --finished "$1" >> "$LOG/calls.txt" 2>&1
 }
 
-finished 's4d-table-5/full/S4-LegS_suite_data__Pathfinder' || $RUN s4d-table-5 \
-  --cells 'S4-LegS (suite data)/Pathfinder' --gpus 0 --stop-after-minutes "$MIN" >> "$LOG/pathfinder.log" 2>&1 &
+pathfinder_rows() {  # GPU 0: S4D Table 5's rows on Pathfinder-32 at the spec's setting, one after the other: the
+  # first that has not finished its schedule trains for what is left of the call, and when it finishes the next starts
+  local row cell left started=""
+  for row in S4-LegS S4D-Inv S4D-LegS; do
+    cell="s4d-table-5/full/${row}_suite_data__Pathfinder"
+    finished "$cell" && continue
+    left=$((MIN * 60 - $(date +%s) + START))  # seconds of the call's minutes left
+    [ -z "$started" ] || [ "$left" -ge 120 ] || break  # after one finished in this call: too little left to start
+    started=1
+    echo "GPU 0: $row (suite data) / Pathfinder, $left s of the call left ($(date -u +%T))" >> "$LOG/pathfinder.log"
+    timeout -s INT $((left + 75)) python3 -m runners run --tier full --data suite --no-progress --reference \
+      s4d-table-5 --cells "$row (suite data)/Pathfinder" --gpus 0 \
+      --stop-after-minutes "$(awk "BEGIN { print $left / 60 }")" >> "$LOG/pathfinder.log" 2>&1
+    finished "$cell" || break  # paused at the call's deadline (or stopped): the next call resumes it
+  done
+}
+pathfinder_rows &
 # Path-X at the default CPU priority: at nice 15 its 200,000 images took 8 min 44 s on a fresh machine (7 min 26 s
 # at equal priority), near this call's hard stop, and the Pathfinder runs' first epochs were no faster
 finished 's4d-table-6/full/S4D_suite_data__Path-X' || $RUN s4d-table-6 --cells '*/S4D (suite data)' --gpus 2 \
