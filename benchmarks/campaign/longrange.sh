@@ -42,7 +42,8 @@ if [ -n "${CAMPAIGN_RESUME_FROM:-}" ] && [ -f "$CAMPAIGN_RESUME_FROM/transfer_ma
     && cp -rn "$UNPACKED/." runs/
 fi
 cp -rn checkpoints/s4d-table-5 checkpoints/s4d-table-6 runs/ 2>/dev/null
-RUN="timeout -s INT $HARD python3 -m runners run --tier full --data suite --no-progress --reference"
+RUN_FULL="python3 -m runners run --tier full --data suite --no-progress --reference"
+RUN="timeout -s INT $HARD $RUN_FULL"
 finished() {  # every checkpoint under runs/$1 has finished its schedule: nothing left to train
   python3 -m runners progress --runs runs --finished "$1" >> "$LOG/calls.txt" 2>&1
 }
@@ -57,8 +58,7 @@ pathfinder_rows() {  # GPU 0: S4D Table 5's rows on Pathfinder-32 at the spec's 
     [ -z "$started" ] || [ "$left" -ge 120 ] || break  # after one finished in this call: too little left to start
     started=1
     echo "GPU 0: $row (suite data) / Pathfinder, $left s of the call left ($(date -u +%T))" >> "$LOG/pathfinder.log"
-    timeout -s INT $((left + 75)) python3 -m runners run --tier full --data suite --no-progress --reference \
-      s4d-table-5 --cells "$row (suite data)/Pathfinder" --gpus 0 \
+    timeout -s INT $((left + 75)) $RUN_FULL s4d-table-5 --cells "$row (suite data)/Pathfinder" --gpus 0 \
       --stop-after-minutes "$(awk "BEGIN { print $left / 60 }")" >> "$LOG/pathfinder.log" 2>&1
     finished "$cell" || break  # paused at the call's deadline (or stopped): the next call resumes it
   done

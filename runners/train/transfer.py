@@ -59,10 +59,10 @@ def pack(runs: Path, out: Path, cells: Sequence[str] = (), unfinished_only: bool
     picked = [p for p in found if not cells or any(
         fnmatch.fnmatchcase("/".join(p.relative_to(runs).parts[:-1]), g) for g in cells)]
     finished = []
-    if unfinished_only:
-        from runners.progress import finished_under  # reads each checkpoint: only when asked
+    if unfinished_only:  # an unreadable checkpoint is not judged finished: it is packed
+        from runners.progress import summarize  # reads each checkpoint: only when asked
 
-        finished = [p for p in picked if finished_under(runs, "/".join(p.relative_to(runs).parts[:-1]))[0]]
+        finished = [p for p in picked if summarize(p, runs, []).finished]
         picked = [p for p in picked if p not in finished]
     if not picked:
         raise TransferError(f"pack: no {CHECKPOINT} under {runs}/<spec>/<tier>/<cell>/"
