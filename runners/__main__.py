@@ -47,9 +47,10 @@ from .projection import StepRateError, cell_projection, load_step_rates, project
 from .registry import Paused
 from .report import report_all
 from .result_diff import compare_files, regressions
-from .run import RUNS_DIR, NotRunnable, restart_cells, run_spec, tier_config, training_series, work_dir_for
+from .run import (RUNS_DIR, NotRunnable, restart_cells, run_spec, tier_config, training_folders, training_series,
+                  work_dir_for)
 from .scheduler import EXIT_PAUSED, child_launcher, log_tail, parse_gpus, schedule_units
-from .selection import cell_name, check_data_variant, glob_escape, select_cells
+from .selection import cell_name, check_data_variant, glob_escape, select_cells, selected_set
 from .spec import DATA_VARIANTS, TIERS, SpecError, find_spec, load_spec, spec_paths
 from .textfmt import column_label, fmt, paper_text
 from .train.tb_log import LOG_KINDS, LogUnavailable, check_logs
@@ -144,7 +145,6 @@ def positive_int(text: str) -> int:
 
 def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
     """``run --gpus``: one training cell per GPU in its own process (runners/scheduler.py), then the results file."""
-    from .selection import selected_set
     from .train.table import TrainTableConfig, units_to_train
 
     try:
@@ -236,6 +236,11 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
               f"on); results in {where}/")
         if spec.overrides:
             print(f"  trains in {work_dir_for(spec, args.tier)}/ (the folder of this configuration)")
+        if spec.runner.startswith("train.") and cells:
+            narrowed = bool(args.cells) or args.data == "suite"
+            config = tier_config(spec, args.tier, args.data)
+            for folder in training_folders(spec, args.tier, config, selected_set(cells) if narrowed else None):
+                print(f"  checkpoint folder: {folder}/")
         if tier_spec.device == "cuda" and not torch.cuda.is_available():
             print("  NOT-RUN here: this tier needs a CUDA GPU and none is visible")
         if not cells:

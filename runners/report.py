@@ -24,6 +24,7 @@ from .projection import cell_projection, load_step_rates, measured_hours, projec
 from .repeats import repeat_lines, repeated_cells
 from .results import write_text_atomic
 from .run import command_for, training_series
+from .shared_runs import newer_shared_run_lines
 from .spec import TIERS, Spec, load_spec, spec_paths
 from .textfmt import column_label, fmt
 
@@ -352,6 +353,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
         lines += gpu_time_lines(spec.id, tier, files, verdicts, records, training_series(spec, tier))
         lines += repeat_lines(repeats, files)
+        lines += newer_shared_run_lines(spec, tier, files, verdicts, results_root)
         problems = [p for i in used for p in files[i][1].get("problems", [])]
         lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])
         known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}

@@ -71,13 +71,11 @@ def restart_cells(spec: Spec, tier: str, config: Any, selected: frozenset | None
     so that they start over: for a training table, the run directories of the (row, task) pairs that the
     selection trains; for other runners, everything of the tier. Prepared datasets (``data/``) are kept: they
     depend on their own arguments only, which are checked when they are reused. Returns the deleted paths."""
-    from .train.table import TrainTableConfig, cell_path, units_to_train
+    from .train.table import TrainTableConfig
 
     work_dir = work_dir_for(spec, tier)
-    if isinstance(config, TrainTableConfig):  # a cell may train in another spec's run (``train_in``)
-        only = None if units is None else frozenset(map(tuple, units))
-        paths = [cell_path(work_dir, tier, config.models[row], row, col)
-                 for row, col in units_to_train(config, selected, only)]
+    if isinstance(config, TrainTableConfig):
+        paths = training_folders(spec, tier, config, selected, units)
     else:
         paths = [p for p in sorted(work_dir.iterdir()) if p.name != "data" and not p.name.endswith(".lock")] \
             if work_dir.is_dir() else []
@@ -89,6 +87,19 @@ def restart_cells(spec: Spec, tier: str, config: Any, selected: frozenset | None
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         gone.append(path)
     return gone
+
+
+def training_folders(spec: Spec, tier: str, config: Any, selected: frozenset | None = None,
+                     units: Sequence[tuple[str, str]] | None = None) -> list[Path]:
+    """The folders runs/<spec>/<tier>[-set-<key>]/<row>__<task>/ where a training table's selected (row, task)
+    pairs train and keep their checkpoints (all pairs when ``selected`` is None; of these, only ``units`` when
+    given); a row with ``train_in`` trains in the other spec's folder of that row."""
+    from .train.table import cell_path, units_to_train
+
+    work_dir = work_dir_for(spec, tier)
+    only = None if units is None else frozenset(map(tuple, units))
+    return [cell_path(work_dir, tier, config.models[row], row, col)
+            for row, col in units_to_train(config, selected, only)]
 
 
 class ResultsNotWritten(SpecError):

@@ -1,8 +1,8 @@
 """benchmarks/campaign/longrange.sh end to end on a machine without GPUs (seconds): every run it starts stops at once
-(no CUDA: exit 3), and the call still packs what it must bring back -- the checkpoints of the main cells and of the
-extra runs marked "pack" (here benchmarks/campaign/s4d_lin.txt's, one of them committed; a committed run the file
-does not name stays behind), each --set folder's overrides.json, the logs and `progress` -- into 15 MB tar parts;
-benchmarks/campaign/collect.py brings them home."""
+(no CUDA: exit 3), and the call still packs what it must bring back -- the checkpoints of the runs its runs file marks
+"pack" that have not finished their schedules, each --set folder's overrides.json, the logs and `progress` -- into
+15 MB tar parts; benchmarks/campaign/collect.py brings them home. The checkpoints are small stand-ins of the
+checkpoint format (what `runners progress` and the packer read), in a checkpoints/ folder of the test's own."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,35 +16,44 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import torch
+
+from runners.train.checkpoint import FORMAT
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "campaign" / "longrange.sh"
 TOOLS = ("bash", "tar", "split", "timeout", "find", "cp", "nice")
-RUNS_FILE = ROOT / "benchmarks" / "campaign" / "s4d_lin.txt"
+needs_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+
+INV = "s4d-table-5/full/S4D-Inv_suite_data__Pathfinder"  # two cells at the spec's setting share the tier's folder
+LEGS = "s4d-table-5/full/S4D-LegS_suite_data__Pathfinder"
+BIAS_SET = "+tasks.Pathfinder.model.ssm.encoder_bias=true"
+X255_SET = "tasks.Pathfinder.loader_args.normalize=false"
+RUNS_LINES = [
+    "# a comment, then a blank line",
+    "",
+    "0|s4d-table-5|S4D-Inv (suite data)/Pathfinder||pack",
+    "1|s4d-table-5|S4D-LegS (suite data)/Pathfinder||pack",
+    f"3|s4d-table-5|S4-LegS (suite data)/Pathfinder|--set {BIAS_SET} --train-only|pack",
+    f"2|s4d-table-5|S4D-Lin (suite data)/Pathfinder|--set {X255_SET}",  # not packed
+]
 
 
-def _packed_settings(runs_file: Path) -> set[tuple[str, ...]]:
-    """The --set texts of each run the runs file marks "pack" (as its folder's overrides.json records them)."""
-    wanted = set()
-    for line in runs_file.read_text().splitlines():
-        fields = line.split("|")
-        if line.startswith("#") or len(fields) < 5 or fields[4].strip() != "pack":
-            continue
-        words = shlex.split(fields[3])
-        wanted.add(tuple(words[i + 1] for i, word in enumerate(words) if word == "--set"))
-    return wanted
+def _folder_of(cells: str, *options: str) -> str:
+    """The checkpoint folder `run --dry-run` names for one cell (relative to runs/)."""
+    out = subprocess.run([sys.executable, "-m", "runners", "run", "s4d-table-5", "--tier", "full", "--data", "suite",
+                          "--cells", cells, *options, "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("  checkpoint folder: runs/"))
+    return line.removeprefix("  checkpoint folder: runs/").rstrip("/")
 
 
-def _expected_pack(runs_file: Path) -> list[str]:
-    """The committed checkpoints a call with this runs file brings back: the main cells' (the tier's own folder)
-    and those of the runs it marks "pack"."""
-    wanted = _packed_settings(runs_file)
-    expected = []
-    for path in (ROOT / "checkpoints").glob("*/*/*/checkpoint.pt"):
-        folder = path.parent.parent
-        if folder.name == "full" or tuple(json.loads((folder / "overrides.json").read_text())["set"]) in wanted:
-            expected.append(str(path.relative_to(ROOT / "checkpoints")))
-    return sorted(expected)
+def _checkpoint(path: Path, epoch: int, epochs: int = 200) -> None:
+    """A stand-in checkpoint: what `runners progress` and the packer read of one."""
+    path.mkdir(parents=True, exist_ok=True)
+    torch.save({"format": FORMAT, "history": [], "config": {"epochs": epochs}, "epoch": epoch, "step": 0},
+               path / "checkpoint.pt")
+    (path / "metrics.jsonl").write_text(json.dumps({"epoch": epoch}) + "\n")
 
 
 def _collect():
@@ -57,112 +66,135 @@ def _collect():
     return sys.modules["campaign_collect"]
 
 
-def _workspace(tmp_path: Path) -> Path:
-    """A repository root for the script (the specs, checkpoints and scripts linked, its own results/ and runs/)."""
+def _workspace(tmp_path: Path, inv_epoch: int = 12) -> tuple[Path, dict[str, Path]]:
+    """A repository root for the script (the specs and scripts linked; its own results/, runs/ and checkpoints/:
+    S4D-Inv at ``inv_epoch`` of 200, the bias run's and the x / 255 run's --set folders mid-schedule, and a run the
+    runs file does not name) and the runs file; returns the root and the committed cell folders by name."""
     work = tmp_path / "repo"
     work.mkdir()
-    for name in ("reproductions", "expected", "checkpoints", "benchmarks", "pyproject.toml"):
+    for name in ("reproductions", "expected", "benchmarks", "pyproject.toml"):
         (work / name).symlink_to(ROOT / name)
     (work / "results").mkdir()  # nothing here may be written into the real results/
-    return work
+    bias = _folder_of("S4-LegS (suite data)/Pathfinder", "--set", BIAS_SET)
+    x255 = _folder_of("S4D-Lin (suite data)/Pathfinder", "--set", X255_SET)
+    cells = {"inv": INV, "bias": bias, "x255": x255, "unnamed": "s4d-table-5/full/S4-LegS_suite_data__ListOps"}
+    for name, cell in cells.items():
+        _checkpoint(work / "checkpoints" / cell, inv_epoch if name == "inv" else 5)
+    for cell, text in ((bias, BIAS_SET), (x255, X255_SET)):
+        (work / "checkpoints" / cell).parent.joinpath("overrides.json").write_text(json.dumps({"set": [text]}))
+    (work / "runs.txt").write_text("\n".join(RUNS_LINES) + "\n")
+    return work, cells
 
 
-def _call(tmp_path: Path, work: Path) -> Path:
+def _call(tmp_path: Path, work: Path, runs_file: str = "runs.txt") -> subprocess.CompletedProcess:
     """One call of the script for a minute on a machine without GPUs (nvidia-smi answers with none, python3 is this
-    interpreter); its logs go to tmp_path/logs, its parts to the folder returned."""
+    interpreter); its logs go to tmp_path/logs, its parts to tmp_path/out."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho 'index, name, memory.used [MiB]'\n")
     (bin_dir / "python3").write_text(f"#!/bin/bash\nexec {sys.executable} \"$@\"\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    out = tmp_path / "out"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "",
            "CAMPAIGN_LOGS": str(tmp_path / "logs")}
     env.pop("SSM_RUNS_DIR", None)
-    done = subprocess.run(["bash", str(SCRIPT), "1", str(out), str(RUNS_FILE)],
+    return subprocess.run(["bash", str(SCRIPT), "1", str(tmp_path / "out"), runs_file],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return out
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
-def test_a_call_packs_the_main_cells_and_the_runs_marked_pack(tmp_path: Path, capsys) -> None:
-    out = _call(tmp_path, _workspace(tmp_path))
-    parts = sorted(out.glob("campaign.tar.part*"))
+def _unpacked(tmp_path: Path) -> Path:
+    parts = sorted((tmp_path / "out").glob("campaign.tar.part*"))
     assert parts and all(p.stat().st_size <= 15 * 2**20 for p in parts)
     joined = tmp_path / "campaign.tar"
     joined.write_bytes(b"".join(p.read_bytes() for p in parts))
     unpacked = tmp_path / "unpacked"
     with tarfile.open(joined) as tar:
         tar.extractall(unpacked, filter="data")
+    return unpacked
+
+
+@needs_tools
+def test_a_call_packs_the_unfinished_runs_marked_pack(tmp_path: Path, capsys) -> None:
+    work, cells = _workspace(tmp_path)
+    done = _call(tmp_path, work)
+    assert done.returncode == 0, done.stderr[-2000:]
+    unpacked = _unpacked(tmp_path)
     manifest = json.loads((unpacked / "ckpt" / "transfer_manifest.json").read_text())
-    packed = sorted(entry["path"] for entry in manifest.values())
-    expected = _expected_pack(RUNS_FILE)
-    assert packed == expected
-    assert any("-set-" in path for path in packed)  # a run marked "pack" came back beside the main cells
-    for folder in {Path(p).parent.parent for p in expected if "-set-" in p}:
-        record = unpacked / "logs" / "runs" / "runs" / folder / "overrides.json"
-        assert json.loads(record.read_text())["set"], record
+    packed = sorted(str(Path(entry["path"]).parent) for entry in manifest.values())
+    assert packed == sorted([cells["inv"], cells["bias"]])  # not the x / 255 run (no "pack") nor the unnamed one
+    record = unpacked / "logs" / "runs" / "runs" / Path(cells["bias"]).parent / "overrides.json"
+    assert json.loads(record.read_text())["set"] == [BIAS_SET]
     assert list((unpacked / "logs").glob("progress_*.txt"))
-    assert "extra run on GPU 3" in (unpacked / "logs" / "extra_runs.log").read_text()
-    gpu0 = [line for line in (unpacked / "logs" / "pathfinder.log").read_text().splitlines() if "GPU 0:" in line]
-    assert len(gpu0) == 1 and gpu0[0].startswith("GPU 0: S4-LegS (suite data) / Pathfinder"), gpu0  # and no other
+    log = (unpacked / "logs" / "runs.log").read_text()
+    for gpu in (0, 1, 2, 3):  # every line started (and stopped at once: no CUDA here)
+        assert f"run on GPU {gpu}: s4d-table-5" in log, log
+    assert log.count("NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU") == 4, log
 
     # home again: each checkpoint as committed, with its metrics and its folder's overrides
     home, results = tmp_path / "home", tmp_path / "results"
-    assert _collect().main([str(out), "--checkpoints", str(home), "--results", str(results),
+    assert _collect().main([str(tmp_path / "out"), "--checkpoints", str(home), "--results", str(results),
                             "--logs", str(tmp_path / "logs_kept")]) == 0
-    for relative in expected:
-        assert (home / relative).read_bytes() == (ROOT / "checkpoints" / relative).read_bytes()
+    for name in ("inv", "bias"):
+        relative = Path(cells[name]) / "checkpoint.pt"
+        assert (home / relative).read_bytes() == (work / "checkpoints" / relative).read_bytes()
         assert (home / relative).with_name("metrics.jsonl").is_file()
-        if "-set-" in relative:
-            assert json.loads((home / relative).parent.parent.joinpath("overrides.json").read_text())["set"]
+    assert json.loads((home / cells["bias"]).parent.joinpath("overrides.json").read_text())["set"] == [BIAS_SET]
     assert "paper (test)" in capsys.readouterr().out  # where each run stands
     assert (tmp_path / "logs_kept" / "calls.txt").is_file()
 
-    # a part missing or cut short is one line naming the parts, and nothing is written
-    parts[-1].write_bytes(parts[-1].read_bytes()[:1000])
-    assert _collect().main([str(out), "--checkpoints", str(tmp_path / "none")]) == 2
-    assert "do not make a complete tar" in capsys.readouterr().err and not (tmp_path / "none").exists()
+    # a part cut short (within a file, or at a block's edge, where tarfile alone would take it for the end) is one
+    # line naming the parts, and nothing is written
+    last = sorted((tmp_path / "out").glob("campaign.tar.part*"))[-1]
+    whole = last.read_bytes()
+    for cut in (1000, len(whole) // 2, len(whole) // 2 // 512 * 512):
+        last.write_bytes(whole[:cut])
+        assert _collect().main([str(tmp_path / "out"), "--checkpoints", str(tmp_path / "none")]) == 2, cut
+        assert "do not make a complete tar" in capsys.readouterr().err and not (tmp_path / "none").exists(), cut
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+@needs_tools
 def test_a_run_that_finished_its_schedule_is_not_started_again(tmp_path: Path) -> None:
-    """The first run of the runs file, its checkpoint at the end of its schedule: the call says so and does not
-    start it (resumed, it would train nothing and write its results file again); the other runs start, and the
-    finished one does not come back in the pack (its training is over), while its metrics come back with the logs."""
-    import torch
+    """S4D-Inv's checkpoint at the end of its schedule: the call says so and does not start it (resumed, it would
+    train nothing and write its results file again), while S4D-LegS, in the same folder of the spec's setting,
+    starts; the finished one does not come back in the pack (its training is over), its metrics come back with the
+    logs."""
+    work, cells = _workspace(tmp_path, inv_epoch=200)
+    done = _call(tmp_path, work)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = (tmp_path / "logs" / "runs.log").read_text()
+    assert f"run on GPU 0: runs/{INV} finished its schedule; not started" in log
+    assert log.count("NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU") == 3, log  # the other three started
+    assert f"finished: 1 checkpoint(s) under runs/{INV}" in (tmp_path / "logs" / "calls.txt").read_text()
+    unpacked = _unpacked(tmp_path)
+    manifest = json.loads((unpacked / "ckpt" / "transfer_manifest.json").read_text())
+    assert sorted(str(Path(e["path"]).parent) for e in manifest.values()) == [cells["bias"]]
+    assert (unpacked / "logs" / "runs" / "runs" / INV / "metrics.jsonl").read_text()
 
-    work = _workspace(tmp_path)
-    first = next(line for line in RUNS_FILE.read_text().splitlines() if line[:1].isdigit())
-    words = shlex.split(first.split("|")[3])
-    settings = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
-    folder = next(f for f in (ROOT / "checkpoints").glob("*/*-set-*")
-                  if json.loads((f / "overrides.json").read_text())["set"] == settings)
-    copy = work / "runs" / folder.relative_to(ROOT / "checkpoints")
-    shutil.copytree(folder, copy)
-    ckpt_path = next(copy.glob("*/checkpoint.pt"))
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    ckpt["epoch"], ckpt["step"] = ckpt["config"]["epochs"], 0
-    torch.save(ckpt, ckpt_path)
-    out = _call(tmp_path, work)
-    extra = (tmp_path / "logs" / "extra_runs.log").read_text()
-    gpu = first.split("|")[0]
-    assert f"extra run on GPU {gpu}: runs/{copy.relative_to(work / 'runs')} has finished its schedule; not " \
-        "started" in extra
-    others = sum(line[:1].isdigit() for line in RUNS_FILE.read_text().splitlines()) - 1
-    assert extra.count("NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU") == others, extra  # only the others started
-    assert "finished: 1 checkpoint(s) under runs/" in (tmp_path / "logs" / "calls.txt").read_text()
-    joined = tmp_path / "campaign.tar"
-    joined.write_bytes(b"".join(p.read_bytes() for p in sorted(out.glob("campaign.tar.part*"))))
-    relative = ckpt_path.relative_to(work / "runs")
-    with tarfile.open(joined) as tar:
-        manifest = json.load(tar.extractfile("ckpt/transfer_manifest.json"))
-        assert tar.extractfile(f"logs/runs/runs/{relative.parent}/metrics.jsonl").read()
-    packed = {entry["path"] for entry in manifest.values()}
-    assert str(relative) not in packed
-    assert packed == set(_expected_pack(RUNS_FILE)) - {str(relative)}  # the others as always
+
+@needs_tools
+def test_a_call_without_a_runs_file_names_it(tmp_path: Path) -> None:
+    work, _ = _workspace(tmp_path)
+    for missing in ("", "no_such_runs.txt"):
+        done = _call(tmp_path, work, missing)
+        assert done.returncode == 2
+        assert f"RUNS file '{missing}' not found; usage: longrange.sh MINUTES OUTDIR RUNS [--tests]" in done.stderr
+    assert not (tmp_path / "out").exists() and not (work / "runs").exists()  # nothing started, nothing written
+
+
+def test_the_committed_runs_files_name_runs_the_specs_have(tmp_path: Path) -> None:
+    """Each line of each runs file in benchmarks/campaign/ names a spec, cells and options that `run --dry-run`
+    accepts, and a checkpoint folder."""
+    for runs_file in sorted((ROOT / "benchmarks" / "campaign").glob("*.txt")):
+        for line in runs_file.read_text().splitlines():
+            if not line[:1].isdigit():
+                continue
+            gpu, spec, cells, options, *keep = line.split("|")
+            assert gpu in "0123" and keep in ([], ["pack"]), (runs_file.name, line)
+            out = subprocess.run(f"{shlex.quote(sys.executable)} -m runners run {spec} --tier full --data suite "
+                                 f"--cells {shlex.quote(cells)} {options} --dry-run", shell=True, cwd=ROOT,
+                                 capture_output=True, text=True)
+            assert out.returncode == 0 and "  checkpoint folder: runs/" in out.stdout, (runs_file.name, line,
+                                                                                          out.stderr[-500:])
 
 
 def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:
@@ -198,23 +230,3 @@ def test_collect_puts_a_runs_logs_beside_its_checkpoint(tmp_path: Path) -> None:
     assert sorted(p.name for p in (home / "spec" / "full" / "B__Pathfinder").iterdir()) == ["checkpoint.pt"]
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), reason=f"needs {', '.join(TOOLS)}")
-def test_gpu_0_goes_on_to_the_next_pathfinder_row_once_s4_legs_has_finished(tmp_path: Path) -> None:
-    """S4-LegS's checkpoint at the end of its schedule: GPU 0 does not start it again and starts S4D-Inv, the next
-    of S4D Table 5's rows; that one does not finish (no CUDA here), so S4D-LegS, the one after, does not start."""
-    import torch
-
-    work = _workspace(tmp_path)
-    source = next(iter(sorted((ROOT / "checkpoints").glob("*/*/*/checkpoint.pt"))))  # any run's checkpoint
-    ckpt = torch.load(source, map_location="cpu", weights_only=True)
-    ckpt["epoch"], ckpt["step"] = ckpt["config"]["epochs"], 0
-    done = work / "runs" / "s4d-table-5" / "full" / "S4-LegS_suite_data__Pathfinder" / "checkpoint.pt"
-    done.parent.mkdir(parents=True)
-    torch.save(ckpt, done)
-    _call(tmp_path, work)
-    log = (tmp_path / "logs" / "pathfinder.log").read_text()
-    gpu0 = [line for line in log.splitlines() if "GPU 0:" in line]
-    assert len(gpu0) == 1 and gpu0[0].startswith("GPU 0: S4D-Inv (suite data) / Pathfinder"), log
-    assert "NOT-RUN: s4d-table-5 tier 'full' needs a CUDA GPU" in log
-    assert "finished: 1 checkpoint(s) under runs/s4d-table-5/full/S4-LegS_suite_data__Pathfinder" in \
-        (tmp_path / "logs" / "calls.txt").read_text()

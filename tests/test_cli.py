@@ -171,6 +171,37 @@ def test_dry_run_lists_cells_and_commands_and_writes_nothing(tmp_path: Path, cap
     assert "NOT-RUN here: this tier needs a CUDA GPU" in capsys.readouterr().out
 
 
+def test_dry_run_names_each_training_cells_checkpoint_folder(capsys: pytest.CaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder where each selected training cell keeps its checkpoint, as `run` and `restart_cells` use it: the
+    tier's folder, a --set folder, or for a row that trains in another spec's run (``train_in``) that spec's."""
+    from runners.run import tier_config, training_folders, work_dir_for
+    from runners.spec import load_spec as load
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.chdir(ROOT)
+
+    def folders(*args: str) -> list[str]:
+        assert main(["run", *args, "--dry-run"]) == 0
+        return [x.removeprefix("  checkpoint folder: ") for x in capsys.readouterr().out.splitlines()
+                if x.startswith("  checkpoint folder: ")]
+
+    base = ["--tier", "full", "--data", "suite"]
+    assert folders("s4d-table-5", *base, "--cells", "S4D-Inv (suite data)/Pathfinder", "--cells",
+                   "S4D-LegS (suite data)/ListOps") == [
+        "runs/s4d-table-5/full/S4D-LegS_suite_data__ListOps/", "runs/s4d-table-5/full/S4D-Inv_suite_data__Pathfinder/"]
+    changed = folders("s4d-table-5", *base, "--cells", "S4-LegS (suite data)/Pathfinder", "--set",
+                      "tasks.Pathfinder.train.epochs=3")
+    assert len(changed) == 1 and changed[0].startswith("runs/s4d-table-5/full-set-") and \
+        changed[0].endswith("/S4-LegS_suite_data__Pathfinder/")
+    assert folders("s4-table-4", *base, "--cells", "S4 (suite data)/Pathfinder") == [
+        "runs/s4d-table-5/full/S4-LegS_suite_data__Pathfinder/"]  # S4 Table 4's S4 row trains in S4D Table 5's run
+    assert folders("s4d-theorem-6") == []  # not a training table
+    spec = load(ROOT / "reproductions" / "s4d_table6.yaml")
+    every = training_folders(spec, "smoke", tier_config(spec, "smoke"))  # no selection: every (row, task) pair
+    assert len(every) == 7 and all(f.parent == work_dir_for(spec, "smoke") for f in every)
+
+
 # ------------------------------------------------------------------------------------------ --output / --results
 
 

@@ -30,6 +30,7 @@ from runners.train.transfer import MANIFEST, TransferError, unpack  # noqa: E402
 PART_GLOB = "campaign.tar.part*"
 OVERRIDES = "overrides.json"
 RUN_LOGS = ("metrics.jsonl", "steps.jsonl")  # a run's logs kept beside its checkpoint
+BLOCK, END_OF_ARCHIVE = 512, 1024  # a tar's block, and the two zero blocks that end one
 
 
 class CollectError(ValueError):
@@ -47,12 +48,21 @@ def extract(parts_dir: Path, into: Path) -> None:
         for part in parts:
             with open(part, "rb") as src:
                 shutil.copyfileobj(src, out)
+    names = ", ".join(p.name for p in parts)
+    size = joined.stat().st_size
+    with open(joined, "rb") as f:  # a whole tar ends in two zero blocks; tarfile takes a cut at a header for the end
+        f.seek(max(size - END_OF_ARCHIVE, 0))
+        ending = f.read()
+    if size % BLOCK or size < END_OF_ARCHIVE or ending.strip(b"\0"):
+        raise CollectError(f"{parts_dir}: {names} do not make a complete tar (a part missing or cut short?): "
+                           f"{size} bytes, " + ("not a whole number of 512-byte blocks" if size % BLOCK
+                                                else "without the two zero blocks that end a tar"))
     try:
         with tarfile.open(joined) as tar:
             tar.extractall(into, filter="data")
     except (tarfile.TarError, EOFError) as exc:
-        raise CollectError(f"{parts_dir}: {', '.join(p.name for p in parts)} do not make a complete tar "
-                           f"(a part missing or cut short?): {exc}") from None
+        raise CollectError(f"{parts_dir}: {names} do not make a complete tar (a part missing or cut short?): "
+                           f"{exc}") from None
     joined.unlink()
 
 
