@@ -143,6 +143,12 @@ def positive_int(text: str) -> int:
     return value
 
 
+def training_selection(args: argparse.Namespace, cells: list[tuple[str, str]]) -> frozenset | None:
+    """The selected cells that decide which (row, task) pairs a training table trains: None (all pairs) unless
+    ``--cells`` or ``--data suite`` narrowed the selection."""
+    return selected_set(cells) if args.cells or args.data == "suite" else None
+
+
 def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
     """``run --gpus``: one training cell per GPU in its own process (runners/scheduler.py), then the results file."""
     from .train.table import TrainTableConfig, units_to_train
@@ -156,13 +162,12 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         raise SpecError(f"{spec.path}: --gpus places training cells on GPUs; runner {spec.runner!r} is not a "
                         f"training table")
     selected = select_cells(spec, args.tier, load_expected(expected_path(spec.id)), args.cells, args.data)
-    narrowed = bool(args.cells) or args.data == "suite"
     try:
-        units = units_to_train(config, selected_set(selected) if narrowed else None)
+        units = units_to_train(config, training_selection(args, selected))
     except ValueError as exc:
         raise SpecError(f"{spec.path}: {exc}") from None
     if args.restart:  # once, here: the children resume from what is left
-        restart_cells(spec, args.tier, config, selected_set(selected) if narrowed else None, units)
+        restart_cells(spec, args.tier, config, training_selection(args, selected), units)
     log_dir = work_dir_for(spec, args.tier) / "logs"
     per_gpu = args.cells_per_gpu
     print(f"{spec.id} [{args.tier}, data {args.data}]: {len(units)} cell(s) on GPU(s) {', '.join(gpus)}"
@@ -237,9 +242,8 @@ def show_plan(specs: list, args: argparse.Namespace) -> int:
         if spec.overrides:
             print(f"  trains in {work_dir_for(spec, args.tier)}/ (the folder of this configuration)")
         if spec.runner.startswith("train.") and cells:
-            narrowed = bool(args.cells) or args.data == "suite"
             config = tier_config(spec, args.tier, args.data)
-            for folder in training_folders(spec, args.tier, config, selected_set(cells) if narrowed else None):
+            for folder in training_folders(spec, args.tier, config, training_selection(args, cells)):
                 print(f"  checkpoint folder: {folder}/")
         if tier_spec.device == "cuda" and not torch.cuda.is_available():
             print("  NOT-RUN here: this tier needs a CUDA GPU and none is visible")
