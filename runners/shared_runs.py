@@ -37,12 +37,12 @@ def newer_shared_run_lines(spec: Spec, tier: str, files: list[tuple[Path, dict]]
     :func:`runners.compare.load_tier_results` reads it), a value newer than the results file judging the cell here
     (or none judges it here)."""
     judged = {(v.row, v.column): v for v in verdicts}
+    shared = [c for c in shared_cells(spec, tier) if (c[0], c[1]) in judged]
+    homes = {home: load_tier_results(home, tier, results_root) for home in {c[3] for c in shared}}  # read once each
     lines = []
-    for row, task, data, home_spec, home_row in shared_cells(spec, tier):
-        verdict = judged.get((row, task))
-        if verdict is None:
-            continue
-        newest = next(((path, doc, cell) for path, doc in load_tier_results(home_spec, tier, results_root)
+    for row, task, data, home_spec, home_row in shared:
+        verdict = judged[(row, task)]
+        newest = next(((path, doc, cell) for path, doc in homes[home_spec]
                        for cell in doc.get("cells") or []
                        if (cell.get("row"), cell.get("column")) == (home_row, task) and cell.get("value") is not None),
                       None)

@@ -12,8 +12,8 @@ cases where it does not hold (LayerNorm blocks, post-norm BatchNorm). A further 
 of rounding alone (the loss in float64 instead of float32) moves the encoder bias by percents within six AdamW
 steps, and with it the running means and the eval-mode output, while every other parameter stays equal to rounding;
 with the bias frozen, or left out (``SequenceModel(encoder_bias=False)``, which starts from the same parameters and
-computes the same training-mode function), everything stays equal. That is the signature of a comparison that runs the same model two ways (eager
-and CUDA graphs, say) and compares evaluations.
+computes the same training-mode function), everything stays equal. That is the signature of a comparison that runs
+the same model two ways (eager and CUDA graphs, say) and compares evaluations.
 """
 from __future__ import annotations
 
