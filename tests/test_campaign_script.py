@@ -230,3 +230,134 @@ def test_collect_puts_a_runs_logs_beside_its_checkpoint(tmp_path: Path) -> None:
     assert sorted(p.name for p in (home / "spec" / "full" / "B__Pathfinder").iterdir()) == ["checkpoint.pt"]
 
 
+
+
+@needs_tools
+@pytest.mark.parametrize("line, field", [
+    ("0|s4d-table-5|S4D-Inv (suite data)/Pathfinder'; touch PWNED; '||pack", "CELLS"),
+    ("0|s4d-table-5|S4D-Inv (suite data)/Pathfinder|--set x=$(touch PWNED)|pack", "RUN OPTIONS"),
+    ("0|s4d-table-5|S4D-Inv (suite data)/Pathfinder|--set \"a b\"|pack", "RUN OPTIONS"),
+    ("0`touch PWNED`|s4d-table-5|S4D-Inv (suite data)/Pathfinder||pack", "GPU"),
+    ("0|s4d-table-5;touch PWNED|S4D-Inv (suite data)/Pathfinder||pack", "SPEC"),
+    ("0|s4d-table-5|S4D-Inv (suite data)/Pathfinder||packed", "fifth field"),
+    ("0|s4d-table-5|S4D-Inv (suite data)/Pathfinder||pack|more", "more than five"),
+])
+def test_a_runs_file_line_is_checked_before_anything_starts(tmp_path: Path, line: str, field: str) -> None:
+    """A field outside its characters stops the call before anything starts, naming the file, the line and the
+    field; nothing of the line reaches a shell."""
+    work, _ = _workspace(tmp_path)
+    (work / "bad.txt").write_text("# runs\n0|s4d-table-5|S4D-LegS (suite data)/Pathfinder||pack\n" + line + "\n")
+    done = _call(tmp_path, work, "bad.txt")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "bad.txt line 3: " in done.stderr and field in done.stderr, done.stderr
+    assert "nothing started" in done.stderr
+    assert not (work / "PWNED").exists() and not (work / "runs").exists() and not (tmp_path / "out").exists()
+
+
+@needs_tools
+@pytest.mark.parametrize("argv, message", [
+    (["0", "OUT", "runs.txt"], "MINUTES '0'"),
+    (["nan", "OUT", "runs.txt"], "MINUTES 'nan'"),
+    (["1", "OUT", "runs.txt", "--test"], "fourth argument is '--test'"),
+])
+def test_the_call_arguments_are_checked(tmp_path: Path, argv: list[str], message: str) -> None:
+    work, _ = _workspace(tmp_path)
+    done = subprocess.run(["bash", str(SCRIPT), *argv], cwd=work, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (work / "runs").exists() and not (work / "OUT").exists()
+
+
+@needs_tools
+def test_a_runs_file_with_crlf_lines_packs_as_its_lf_twin(tmp_path: Path) -> None:
+    """An editor's CRLF line endings: the runs are read as with LF, and the runs marked pack come back."""
+    work, cells = _workspace(tmp_path)
+    (work / "crlf.txt").write_bytes(("\r\n".join(RUNS_LINES) + "\r\n").encode())
+    done = _call(tmp_path, work, "crlf.txt")
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((_unpacked(tmp_path) / "ckpt" / "transfer_manifest.json").read_text())
+    assert sorted(str(Path(e["path"]).parent) for e in manifest.values()) == sorted([cells["inv"], cells["bias"]])
+
+
+def _hand_pack(tmp_path: Path, extra: dict[str, bytes] | None = None) -> Path:
+    """A pack made by hand: one checkpoint and, under logs/results/, the files ``extra`` names."""
+    from runners.train.transfer import pack
+
+    runs, stage = tmp_path / "runs", tmp_path / "stage"
+    (runs / "spec" / "full" / "A__Pathfinder").mkdir(parents=True)
+    (runs / "spec" / "full" / "A__Pathfinder" / "checkpoint.pt").write_bytes(b"A")
+    pack(runs, stage / "ckpt")
+    for name, data in (extra or {}).items():
+        (stage / "logs" / "results" / name).parent.mkdir(parents=True, exist_ok=True)
+        (stage / "logs" / "results" / name).write_bytes(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    with tarfile.open(out / "campaign.tar.part00", "w", format=tarfile.GNU_FORMAT) as tar:
+        for name in ("ckpt", "logs"):
+            if (stage / name).exists():
+                tar.add(stage / name, arcname=name)
+    return out
+
+
+@pytest.mark.parametrize("stray", ["campaign.tar.part00~", "campaign.tar.part0", "campaign.tar.part01.orig",
+                                   "campaign.tar.partXX"])
+def test_collect_refuses_a_file_that_is_not_a_part(tmp_path: Path, capsys, stray: str) -> None:
+    out = _hand_pack(tmp_path)
+    (out / stray).write_bytes(b"garbage")
+    assert _collect().main([str(out), "--checkpoints", str(tmp_path / "home"), "--results",
+                            str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert stray in err and "not a part longrange.sh writes" in err, err
+    assert not (tmp_path / "home").exists() and not (tmp_path / "results").exists()
+
+
+def test_collect_refuses_a_missing_part_number(tmp_path: Path, capsys) -> None:
+    out = _hand_pack(tmp_path)
+    (out / "campaign.tar.part00").rename(out / "campaign.tar.part01")
+    assert _collect().main([str(out), "--checkpoints", str(tmp_path / "home")]) == 2
+    assert "leave a number out" in capsys.readouterr().err
+
+
+def test_collect_copies_only_json_results(tmp_path: Path) -> None:
+    """Only valid JSON files come into results/: a log, a binary and a broken JSON file are left out, each named."""
+    out = _hand_pack(tmp_path, {"spec/20261201T000000_full.json": b'{"a": 1}', "spec/notes.txt": b"x",
+                                "spec/blob.bin": b"\x00\x01", "spec/broken.json": b'{"a": '})
+    results = tmp_path / "results"
+    done = _collect().collect(out, tmp_path / "home", results)
+    assert sorted(p.name for p in (results / "spec").iterdir()) == ["20261201T000000_full.json"]
+    text = "\n".join(done)
+    assert "notes.txt: not a results file (.json): left out" in text and "blob.bin: not a results file" in text
+    assert "broken.json: not valid JSON" in text
+
+
+def test_collect_refuses_a_member_larger_than_a_call_brings_back(tmp_path: Path) -> None:
+    out = _hand_pack(tmp_path, {"spec/big.json": b"[" + b" " * ((64 << 20) + 1) + b"]"})
+    with pytest.raises(_collect().CollectError, match="big.json.*over the"):
+        _collect().collect(out, tmp_path / "home", tmp_path / "results")
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("linked", ["results", "results/spec", "home", "home/spec"])
+def test_collect_never_writes_through_a_symbolic_link(tmp_path: Path, linked: str) -> None:
+    out = _hand_pack(tmp_path, {"spec/20261201T000000_full.json": b'{"a": 1}'})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / linked).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / linked).symlink_to(elsewhere)
+    with pytest.raises(_collect().CollectError, match="is a symbolic link"):
+        _collect().collect(out, tmp_path / "home", tmp_path / "results")
+    assert not any(elsewhere.iterdir())
+
+
+@pytest.mark.skipif(shutil.which("tar") is None or shutil.which("truncate") is None, reason="needs tar and truncate")
+def test_collect_refuses_a_sparse_member(tmp_path: Path) -> None:
+    """A 2 GiB sparse file packs into a few blocks; extracted, it would fill 2 GiB of the disk."""
+    stage = tmp_path / "stage"
+    (stage / "logs" / "results" / "spec").mkdir(parents=True)
+    subprocess.run(["truncate", "-s", "2G", str(stage / "logs" / "results" / "spec" / "huge.json")], check=True)
+    (tmp_path / "out").mkdir()
+    subprocess.run(["tar", "-cSf", str(tmp_path / "out" / "campaign.tar.part00"), "-C", str(stage), "logs"],
+                   check=True)
+    assert (tmp_path / "out" / "campaign.tar.part00").stat().st_size < 1 << 20
+    with pytest.raises(_collect().CollectError, match="huge.json' is a sparse file"):
+        _collect().collect(tmp_path / "out", tmp_path / "home", tmp_path / "results")
+    assert not (tmp_path / "results").exists()

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -28,6 +30,8 @@ from runners.progress import progress_table, training_progress  # noqa: E402
 from runners.train.transfer import MANIFEST, TransferError, unpack  # noqa: E402
 
 PART_GLOB = "campaign.tar.part*"
+PART_NAME = re.compile(r"campaign\.tar\.part(\d{2,})")  # what `split -d` names the parts: part00, part01, ...
+MAX_MEMBER_BYTES = 64 << 20  # a call brings back at most 64 MiB, so no member of its pack is larger
 OVERRIDES = "overrides.json"
 RUN_LOGS = ("metrics.jsonl", "steps.jsonl")  # a run's logs kept beside its checkpoint
 BLOCK, END_OF_ARCHIVE = 512, 1024  # a tar's block, and the two zero blocks that end one
@@ -37,12 +41,41 @@ class CollectError(ValueError):
     """A pack that cannot be brought home; the message names the file."""
 
 
+def _parts(parts_dir: Path) -> list[Path]:
+    """The parts longrange.sh wrote, in order: campaign.tar.part00, part01, ... with no number missing; any other
+    file named campaign.tar.part* (an editor's backup, a copy) is refused by name, never joined."""
+    found = sorted(parts_dir.glob(PART_GLOB))
+    if not found:
+        raise CollectError(f"{parts_dir}: no {PART_GLOB} files (what longrange.sh writes into its OUTDIR)")
+    stray = [p.name for p in found if not PART_NAME.fullmatch(p.name) or not p.is_file() or p.is_symlink()]
+    if stray:
+        raise CollectError(f"{parts_dir}: {', '.join(stray)} not a part longrange.sh writes (campaign.tar.partNN, a "
+                           "plain file): move it out of the folder")
+    numbers = [int(PART_NAME.fullmatch(p.name).group(1)) for p in found]
+    parts = [p for _, p in sorted(zip(numbers, found))]
+    if sorted(numbers) != list(range(len(numbers))):
+        raise CollectError(f"{parts_dir}: parts {', '.join(p.name for p in parts)} leave a number out (a part "
+                           "missing?)")
+    return parts
+
+
+def _check_members(tar: tarfile.TarFile, where: str) -> None:
+    """Only folders and regular files of at most MAX_MEMBER_BYTES each, none sparse: what longrange.sh packs."""
+    for member in tar.getmembers():
+        if member.isdir():
+            continue
+        if not member.isfile() or member.issparse():
+            kind = "a sparse file" if member.issparse() else "not a regular file"
+            raise CollectError(f"{where}: member {member.name!r} is {kind}; a pack holds folders and files only")
+        if member.size > MAX_MEMBER_BYTES:
+            raise CollectError(f"{where}: member {member.name!r} is {member.size} bytes, over the "
+                               f"{MAX_MEMBER_BYTES} a call can bring back")
+
+
 def extract(parts_dir: Path, into: Path) -> None:
     """The tar that the parts in ``parts_dir`` make together, extracted into ``into`` (regular files and folders
     only)."""
-    parts = sorted(parts_dir.glob(PART_GLOB))
-    if not parts:
-        raise CollectError(f"{parts_dir}: no {PART_GLOB} files (what longrange.sh writes into its OUTDIR)")
+    parts = _parts(parts_dir)
     joined = into / "campaign.tar"
     with open(joined, "wb") as out:
         for part in parts:
@@ -59,6 +92,7 @@ def extract(parts_dir: Path, into: Path) -> None:
                                                 else "without the two zero blocks that end a tar"))
     try:
         with tarfile.open(joined) as tar:
+            _check_members(tar, f"{parts_dir}: {names}")
             tar.extractall(into, filter="data")
     except (tarfile.TarError, EOFError) as exc:
         raise CollectError(f"{parts_dir}: {names} do not make a complete tar (a part missing or cut short?): "
@@ -66,7 +100,19 @@ def extract(parts_dir: Path, into: Path) -> None:
     joined.unlink()
 
 
-def _copy(src: Path, dest: Path) -> None:
+def _no_links(root: Path, dest: Path) -> None:
+    """Refuse to write ``dest`` through a symbolic link: ``root`` itself or any folder between it and ``dest``."""
+    folders = [root]
+    for part in dest.relative_to(root).parts[:-1]:
+        folders.append(folders[-1] / part)
+    for path in folders:
+        if path.is_symlink():
+            raise CollectError(f"{path} is a symbolic link: collect writes into real folders only (the link could "
+                               "lead outside the repository)")
+
+
+def _copy(src: Path, dest: Path, root: Path) -> None:
+    _no_links(root, dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest) as tmp:
         shutil.copyfile(src, tmp)
@@ -83,26 +129,35 @@ def collect(parts_dir: Path, checkpoints: Path, results: Path, logs: Path | None
         if (stage / "ckpt" / MANIFEST).is_file():
             for relative in unpack(stage / "ckpt", stage / "unpacked"):
                 spec, folder, cell, name = Path(relative).parts
-                _copy(stage / "unpacked" / relative, checkpoints / spec / folder / cell / name)
+                _copy(stage / "unpacked" / relative, checkpoints / spec / folder / cell / name, checkpoints)
                 done.append(f"{checkpoints / relative}")
                 logged = [(runs_logs / spec / folder / cell / name, checkpoints / spec / folder / cell / name)
                           for name in RUN_LOGS]
                 for extra, dest in (*logged,
                                     (runs_logs / spec / folder / OVERRIDES, checkpoints / spec / folder / OVERRIDES)):
                     if extra.is_file():
-                        _copy(extra, dest)
+                        _copy(extra, dest, checkpoints)
                         done.append(str(dest))
         for src in sorted((stage / "logs" / "results").rglob("*")) if (stage / "logs" / "results").is_dir() else []:
             if not src.is_file():
                 continue
             dest = results / src.relative_to(stage / "logs" / "results")
+            if src.suffix != ".json":
+                done.append(f"{dest}: not a results file (.json): left out")
+                continue
+            try:
+                json.loads(src.read_text())
+            except (UnicodeDecodeError, ValueError) as exc:
+                done.append(f"{dest}: not valid JSON ({exc}): left out")
+                continue
             if dest.exists():
                 same = filecmp.cmp(src, dest, shallow=False)
                 done.append(f"{dest}: already there" + ("" if same else ", and different: left as it was"))
                 continue
-            _copy(src, dest)
+            _copy(src, dest, results)
             done.append(str(dest))
         if logs is not None and (stage / "logs").is_dir():
+            _no_links(logs, logs / "calls.txt")
             shutil.copytree(stage / "logs", logs, dirs_exist_ok=True)
             done.append(f"{logs}/ (the call's logs)")
     return done
