@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 
 from runners.benchmark import official  # noqa: E402
 from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
-from runners.results import write_text_atomic  # noqa: E402
+from runners.core.atomic import write_text_atomic  # noqa: E402
 
 # the official extension's H200 numbers and the suite's targets (runners/benchmark/official.py)
 OFFICIAL_H200, TARGETS = official.KERNELS_H200, official.KERNEL_TARGETS
@@ -657,14 +657,16 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     official_products = None
     if args.official is not None:  # built before anything is timed: a checkout that fails stops the run here
         from runners.benchmark.official_ext import OfficialExtensionError, load_official
-        from runners.run import RUNS_DIR
+        from runners.core.layout import RUNS_DIR
 
         try:
             official_products = load_official(args.official, REPO / RUNS_DIR / "official-extension-build")
         except OfficialExtensionError as exc:
             parser.error(str(exc))
 
-    from runners.results import environment, new_result_path, utc_now, write_json_atomic
+    from runners.core.provenance import environment, utc_now
+    from runners.store.write import new_result_path
+    from runners.core.atomic import write_json_atomic
 
     record: dict[str, Any] = {"spec": "bench-kernels", "created": utc_now(), "environment": environment(device),
                               "config": asdict(cfg), "official_h200": {"|".join(map(str, k)): v

@@ -49,7 +49,7 @@ from ssm_core.fftconv import fft_conv  # noqa: E402
 from ssm_core.kernels.graphs import captured, enabled as graphs_enabled  # noqa: E402
 from runners.benchmark import official  # noqa: E402
 from runners.benchmark.common import bench_ms, graphed_step, host_seconds, kernel_graphs_off, peak_mib  # noqa: E402
-from runners.results import write_text_atomic  # noqa: E402
+from runners.core.atomic import write_text_atomic  # noqa: E402
 
 D_STATE = 64
 SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]
@@ -588,14 +588,16 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     official_module = None
     if args.official is not None:  # loaded before anything is timed: a checkout that fails stops the run here
         from runners.benchmark.official_ext import OfficialExtensionError, load_official_layer
-        from runners.run import RUNS_DIR
+        from runners.core.layout import RUNS_DIR
 
         try:
             official_module = load_official_layer(args.official, REPO / RUNS_DIR / "official-extension-build")
         except OfficialExtensionError as exc:
             parser.error(str(exc))
 
-    from runners.results import environment, new_result_path, utc_now, write_json_atomic
+    from runners.core.provenance import environment, utc_now
+    from runners.store.write import new_result_path
+    from runners.core.atomic import write_json_atomic
 
     if args.quick:
         device = torch.device("cpu")

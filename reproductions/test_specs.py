@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from runners import run as run_mod
-from runners.compare import compare, load_result, sanity_summary, summary
-from runners.expected import expected_path, load_expected
-from runners.spec import load_spec, resolve_includes, spec_paths
+from runners.core import layout
+from runners.execute import run as run_mod
+from runners.judge.verdicts import compare, sanity_summary, summary
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.spec import load_spec, resolve_includes, spec_paths
+from runners.store.read import load_result
 
 SPEC_DIR = Path(__file__).resolve().parent
 
@@ -27,7 +29,7 @@ def _params() -> list:
 
 @pytest.mark.parametrize("spec_path", _params())
 def test_spec_smoke(spec_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_mod, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(layout, "RUNS_DIR", tmp_path / "runs")
     spec = load_spec(spec_path)
     result_path = run_mod.run_spec(spec, "smoke", results_root=tmp_path / "results", progress=False)
     verdicts = compare(load_expected(expected_path(spec.id)), load_result(result_path), "smoke")

@@ -19,13 +19,15 @@ import torch
 from torch.utils.data import Dataset
 
 import runners.train.table as table_mod
-from runners.compare import compare
+from runners.core.errors import SpecError
+from runners.core.layout import slug
 from runners.data.base import DatasetError, TaskData
 from runners.data.seq_shapes import CLASSES, draw_shape, generate_seq_shapes, load_seq_shapes
-from runners.expected import expected_path, load_expected
-from runners.registry import Cell, RunContext
-from runners.selection import select_cells
-from runners.spec import SpecError, load_spec
+from runners.judge.verdicts import compare
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.registry import Cell, RunContext
+from runners.specs.selection import select_cells
+from runners.specs.spec import load_spec
 from runners.train.derived import check_derived, picked_cells, post_process
 from runners.train.loop import TrainResult
 
@@ -163,7 +165,7 @@ def _planned_run(spec_name: str, tier: str, monkeypatch: pytest.MonkeyPatch, tmp
         model = model_fn() if build else None
         n = sum(p.numel() for p in model.parameters() if p.requires_grad) if model is not None else 1
         row = Path(run_dir).name.split("__")[0]
-        v = 50.0 + next(i for r, i in order.items() if table_mod._slug(r) == row)
+        v = 50.0 + next(i for r, i in order.items() if slug(r) == row)
         return _result([v - 10, v], [v - 11, v - 1], n_params=n)
 
     loaders = {name: (lambda root, _n=name, **kw: _fake_task(_n)) for name in _FAKE_SHAPES}

@@ -15,8 +15,7 @@ import yaml
 from scipy.integrate import cumulative_trapezoid
 
 from runners.analytic import basis, conjecture5, figure4, proposition1, theorem3, theorem6
-from runners.plots import PLOTS
-from runners.registry import RunContext, RunOutput, get
+from runners.specs.registry import PLOTS, RunContext, RunOutput, get
 from ssm_core.hippo import hippo_legs, nplr
 
 SPECS = Path(__file__).resolve().parents[1] / "reproductions"

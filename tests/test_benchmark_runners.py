@@ -10,9 +10,10 @@ import torch
 
 import runners.benchmark  # noqa: F401  registers the runners (whether or not registry.RUNNER_MODULES lists them)
 from runners.benchmark import common, generation, s4_vs_lssl, vs_transformers
-from runners.expected import expected_path, load_expected
-from runners.registry import RunContext, get
-from runners.spec import SpecError, build_config, load_spec
+from runners.core.errors import SpecError
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.registry import RunContext, get
+from runners.specs.spec import build_config, load_spec
 from ssm_core import SequenceModel, SSMLayer
 from ssm_core.baselines import LSSL, TransformerModel
 
@@ -407,8 +408,8 @@ def test_a_narrowed_run_keeps_what_it_measured_beside_the_selected_cells(tmp_pat
     reports without checking them)."""
     import json
 
-    from runners.__main__ import main
-    from runners.compare import judge_tier
+    from runners.cli.main import main
+    from runners.judge.verdicts import judge_tier
 
     def fake_measure(name, cfg_, setting, ctx_):
         return {"params": 1, "batch": 2, "batch_limit": "x", "seconds": 1.0, "throughput": 10.0, "note": "n",

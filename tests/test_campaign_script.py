@@ -205,7 +205,7 @@ def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:
 def test_collect_puts_a_runs_logs_beside_its_checkpoint(tmp_path: Path) -> None:
     """A pack made by hand (one checkpoint, its run's metrics.jsonl and steps.jsonl in the call's logs): home, both
     logs lie beside the checkpoint; a run whose logs did not come back gets none."""
-    from runners.train.transfer import pack
+    from runners.execute.transfer import pack
 
     runs, stage = tmp_path / "runs", tmp_path / "stage"
     for cell in ("A__Pathfinder", "B__Pathfinder"):

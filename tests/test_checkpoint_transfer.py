@@ -1,4 +1,4 @@
-"""runners.train.transfer: checkpoints moved through a flat folder of plainly named files and back."""
+"""runners.execute.transfer: checkpoints moved through a flat folder of plainly named files and back."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from test_files_and_runs import train_project  # noqa: F401 (the fixture)
 
-from runners.train.transfer import MANIFEST, TransferError, main, pack, unpack
+from runners.execute.transfer import MANIFEST, TransferError, main, pack, unpack
 
 CELLS = ["s4d-table-5/full/S4-LegS (suite data)__Pathfinder", "s4d-table-5/full/S4D-Lin (suite data)__Pathfinder",
          "s4d-table-6/full/S4D__Path-X"]
@@ -84,7 +84,7 @@ def test_pack_unfinished_only_leaves_out_the_runs_at_the_end_of_their_schedules(
 
     import torch
 
-    from runners.__main__ import main as cli
+    from runners.cli.main import main as cli
 
     assert cli(["run", "tiny-train", "--no-progress"]) == 0
     runs = Path("runs")

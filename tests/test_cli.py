@@ -14,15 +14,15 @@ import yaml
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from runners import registry
-from runners.__main__ import build_parser, main
+from runners.cli.main import build_parser, main
+from runners.core.errors import SpecError
 from runners.data.base import TaskData
-from runners.data.progress import LineProgress
-from runners.overrides import apply_overrides, parse_override, resolved_config
-from runners.result_diff import judge_change
-from runners.spec import SpecError, load_spec, spec_paths
-from runners.train import TrainConfig, train
-from runners.train import tb_log
+from runners.data.progress_bar import LineProgress
+from runners.report.compare import judge_change
+from runners.specs import registry
+from runners.specs.overrides import apply_overrides, parse_override, resolved_config
+from runners.specs.spec import load_spec, spec_paths
+from runners.train import TrainConfig, tb_log, train
 
 ROOT = Path(__file__).resolve().parents[1]
 THEOREM6 = ROOT / "reproductions" / "s4d_theorem6.yaml"
@@ -175,8 +175,10 @@ def test_dry_run_names_each_training_cells_checkpoint_folder(capsys: pytest.Capt
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The folder where each selected training cell keeps its checkpoint, as `run` and `restart_cells` use it: the
     tier's folder, a --set folder, or for a row that trains in another spec's run (``train_in``) that spec's."""
-    from runners.run import tier_config, training_folders, work_dir_for
-    from runners.spec import load_spec as load
+    from runners.specs.selection import tier_config
+    from runners.execute.run import training_folders
+    from runners.specs.spec import work_dir_for
+    from runners.specs.spec import load_spec as load
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     monkeypatch.chdir(ROOT)
@@ -213,7 +215,7 @@ def test_output_dir_and_results_option(tmp_path: Path, capsys: pytest.CaptureFix
                  "--output", str(out), "--no-progress"]) == 0
     assert len(list((out / "s4d-theorem-6").glob("*_smoke.json"))) == 1
     capsys.readouterr()
-    monkeypatch.setattr("runners.results.RESULTS_DIR", tmp_path / "empty")
+    monkeypatch.setattr("runners.core.layout.RESULTS_DIR", tmp_path / "empty")
     assert main(["check", "s4d-theorem-6", "--tier", "smoke", "--results", str(out)]) == 0
     assert "PASS 2" in capsys.readouterr().out
 
@@ -424,8 +426,8 @@ def test_one_cell_with_one_setting(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_gpu_children_get_the_parents_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from runners.__main__ import settings_args
-    from runners.scheduler import child_launcher
+    from runners.cli.run import settings_args
+    from runners.execute.scheduler import child_launcher
 
     args = build_parser().parse_args(["run", "x", "--set", "train.lr=0.004", "--seed", "3", "--log", "tensorboard"])
     extra = settings_args(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import runners.__main__ as cli
+import runners.cli.main as cli
 
 #: every case runs under a time and an address-space limit (conftest.py: bounded)
 pytestmark = pytest.mark.usefixtures("bounded")

@@ -12,14 +12,14 @@ import matplotlib.pyplot as plt
 import pytest
 import yaml
 
-from runners import registry
-from runners.__main__ import main
-from runners.compare import (ResultsError, counts_text, describe, judge, judge_tier, load_result, result_paths,
-                             sanity_summary, summary)
-from runners.expected import load_expected, schema_errors
-from runners.report import report_all
-from runners.spec import SpecError
-from runners.textfmt import column_label, fmt
+from runners.cli.main import main
+from runners.core.errors import SpecError
+from runners.core.textfmt import column_label, fmt
+from runners.judge.verdicts import counts_text, describe, judge, judge_tier, sanity_summary, summary
+from runners.report.markdown import report_all
+from runners.specs import registry
+from runners.specs.expected import load_expected, schema_errors
+from runners.store.read import ResultsError, load_result, result_paths
 
 TIERS = ("smoke", "budget", "full")
 CORPUS = Path(__file__).resolve().parent / "corpus" / "results"
@@ -470,7 +470,7 @@ def test_learning_curves_join_every_results_file_that_judges_a_cell(project: Pat
     """A tier judged by two results files (each run selected one cell): the learning curves draw each cell's series
     from the file that judges it, and the report names both files; a series the newer file re-measured is drawn
     from the newer file only."""
-    from runners import report as report_mod
+    from runners.report import markdown as report_mod
 
     path = project / "reproductions" / "toy.yaml"
     spec = yaml.safe_load(path.read_text())
@@ -501,9 +501,9 @@ def test_report_names_the_settings_changed_since_a_results_file_was_written():
     import copy
     import dataclasses
 
-    from runners.report import config_drift, drift_lines
-    from runners.run import tier_config
-    from runners.spec import find_spec, load_spec
+    from runners.report.markdown import config_drift, drift_lines
+    from runners.specs.selection import tier_config
+    from runners.specs.spec import find_spec, load_spec
 
     spec = load_spec(find_spec("s4d-table-5"))
     now = json.loads(json.dumps(dataclasses.asdict(tier_config(spec, "full", "suite")), default=str))

@@ -18,11 +18,11 @@ import yaml
 from test_data_boundary import _idx, _mnist_raw, _speech, _ts
 from test_files_and_runs import _edit_spec, _expected_cell, train_project  # noqa: F401 (the fixture)
 
-from runners.__main__ import main
+from runners.cli.main import main
+from runners.core.errors import NotRunnable
 from runners.data.base import DataMissing, DatasetError
 from runners.data.download import DownloadError
 from runners.data.status import MALFORMED, MISSING, DataFileError, data_problem, raise_for_data_problems
-from runners.run import NotRunnable
 
 #: every case runs under a time and an address-space limit (conftest.py: bounded)
 pytestmark = pytest.mark.usefixtures("bounded")

@@ -13,18 +13,19 @@ import torch
 from PIL import Image
 
 from runners.data.base import DatasetError
-from runners.data.cifar import load_cifar10
-from runners.data.lra import LRA_LOADERS, load_aan, load_imdb, load_listops, load_lra_image, load_pathfinder, load_pathx
-from runners.data.lra import listops as listops_mod
 from runners.data.cache import cache_file
+from runners.data.cifar import load_cifar10
+from runners.data.lra import (LRA_LOADERS, listops as listops_mod, load_aan, load_imdb, load_listops, load_lra_image,
+                              load_pathfinder, load_pathx)
 from runners.data.lra.common import EOS_ID, PAD_ID, PadCollate
 from runners.data.lra.generate import main as generate_main
 from runners.data.lra.image import rgb_to_gray
 from runners.data.lra.listops import TOKEN_IDS, VOCAB_SIZE, encode_listops, tokenize_listops
 from runners.data.lra.listops_gen import apply_op, generate_listops
 from runners.data.lra.pathfinder_check import label_problems, max_gap
-from runners.data.lra.pathfinder_gen import (PairPool, _drawn, _sprite, generate_pathfinder, make_batch,
-                                             pathfinder_params, render, sample_geometry, seed_orientations)
+from runners.data.lra.pathfinder_gen import (
+    PairPool, _drawn, _sprite, generate_pathfinder, make_batch, pathfinder_params, render, sample_geometry,
+    seed_orientations)
 
 
 # ---------------------------------------------------------------------------------------------

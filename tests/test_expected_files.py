@@ -1,6 +1,6 @@
 """Schema check of expected/*.yaml (the papers' numbers per table cell; see expected/README.md).
 
-The checking logic is the framework's :func:`runners.expected.schema_errors`; the tests run it on every
+The checking logic is the framework's :func:`runners.specs.expected.schema_errors`; the tests run it on every
 file and on deliberately broken documents.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners.expected import schema_errors
+from runners.specs.expected import schema_errors
 
 EXPECTED_DIR = Path(__file__).resolve().parents[1] / "expected"
 EXPECTED_FILES = sorted(EXPECTED_DIR.glob("*.yaml"))

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners.__main__ import main
-from runners.results import git_provenance, new_result_path, write_new_result
+from runners.cli.main import main
+from runners.core.provenance import git_provenance
+from runners.store.write import new_result_path, write_new_result
 
 REPO = Path(__file__).resolve().parent.parent
 N_WRITERS = 12
@@ -66,9 +67,10 @@ def _try_lock(path: str, queue) -> None:
 def test_analytic_and_benchmark_runs_are_locked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     import torch
 
-    from runners import run as run_mod
+    from runners.core import layout
+    from runners.execute import run as run_mod
 
-    monkeypatch.setattr(run_mod, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(layout, "RUNS_DIR", tmp_path / "runs")
     work = tmp_path / "runs" / "spec" / "smoke"
     before = set(tmp_path.rglob("*.lock"))
     ctx = mp.get_context("fork")
@@ -93,18 +95,18 @@ def test_benchmark_lock_is_per_physical_card(monkeypatch: pytest.MonkeyPatch) ->
 
     import torch
 
-    from runners import run as run_mod
+    from runners.core import provenance
 
     uuids = {"first": "GPU-aaaa", "second": "GPU-bbbb"}
     seen = {"card": "first"}
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda index: types.SimpleNamespace(uuid=uuids[seen["card"]]))
-    first = run_mod.physical_device_key(torch.device("cuda", 0))
+    first = provenance.physical_device_key(torch.device("cuda", 0))
     seen["card"] = "second"
-    second = run_mod.physical_device_key(torch.device("cuda", 0))
-    again = run_mod.physical_device_key(torch.device("cuda", 0))
+    second = provenance.physical_device_key(torch.device("cuda", 0))
+    again = provenance.physical_device_key(torch.device("cuda", 0))
     assert first != second and second == again
-    assert run_mod.physical_device_key(torch.device("cpu")) == "cpu"
+    assert provenance.physical_device_key(torch.device("cpu")) == "cpu"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def test_batch_larger_than_the_training_set_is_one_line(train_project: Path, cap
 def test_loader_error_reaches_console_and_report(train_project: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture) -> None:
     from runners.data.standins import write_cifar_standin
-    from runners.report import report_all
+    from runners.report.markdown import report_all
 
     folder = write_cifar_standin(tmp_path / "data", n_per_batch=4)
     (folder / "data_batch_3").write_bytes(b"\x80\x02garbage")
@@ -250,7 +252,7 @@ def test_restart_with_cells_deletes_only_the_selected_cells(train_project: Path)
 
 
 def test_report_shows_dirty_diff_hash_and_provenance_note() -> None:
-    from runners.report import _commit_text
+    from runners.report.markdown import _commit_text
 
     dirty = _commit_text({"git_commit": "a" * 40, "git_dirty": True, "git_dirty_diff_sha256": "b" * 64})
     assert "a" * 40 in dirty and "b" * 64 in dirty and "uncommitted" in dirty

@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners import registry
-from runners.__main__ import main
-from runners.compare import accuracy_gap_z, compare, judge, latest_result, load_result
-from runners.expected import schema_errors
-from runners.report import report_all
-from runners.run import NotRunnable, run_spec
-from runners.spec import SpecError, load_spec
+from runners.cli.main import main
+from runners.core.errors import NotRunnable, SpecError
+from runners.execute.run import run_spec
+from runners.judge.verdicts import accuracy_gap_z, compare, judge
+from runners.report.markdown import report_all
+from runners.specs import registry
+from runners.specs.expected import schema_errors
+from runners.specs.spec import load_spec
+from runners.store.read import latest_result, load_result
 
 
 @dataclass
@@ -217,7 +219,7 @@ def test_every_spec_has_its_make_target() -> None:
 
 def test_git_commit_prefers_the_commit_named_by_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU machine the tree is a copy whose .git may be stale: $SSM_GIT_COMMIT names the code that ran."""
-    from runners.results import git_commit
+    from runners.core.provenance import git_commit
     monkeypatch.setenv("SSM_GIT_COMMIT", "0123abc")
     assert git_commit() == "0123abc"
     monkeypatch.delenv("SSM_GIT_COMMIT")
@@ -225,11 +227,11 @@ def test_git_commit_prefers_the_commit_named_by_the_run(monkeypatch: pytest.Monk
 
 
 def test_atomic_writes_replace_whole_files_and_leave_nothing_on_failure(tmp_path):
-    """runners.atomic: the target is replaced only by a complete file; a failed write keeps the old one and leaves
+    """runners.core.atomic: the target is replaced only by a complete file; a failed write keeps the old one and leaves
     no temp file; new files get the usual mode (not mkstemp's 0600)."""
     import os
 
-    from runners.atomic import atomic_path, write_bytes_atomic, write_text_atomic
+    from runners.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
 
     target = tmp_path / "sub" / "f.txt"
     write_text_atomic(target, "old\n")

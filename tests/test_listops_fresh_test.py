@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import runners.run
-from runners.registry import RunContext
-from runners.spec import find_spec, load_spec
+from runners.core import layout
+from runners.specs.registry import RunContext
+from runners.specs.selection import tier_config
+from runners.specs.spec import find_spec, load_spec, work_dir_for
 from runners.train.table import run_train_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,20 +38,20 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(runs directory, checkpoint) of the smoke tier's (S4 (suite data), ListOps) cell, trained by the table."""
     runs = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runners.run, "RUNS_DIR", runs)
+        mp.setattr(layout, "RUNS_DIR", runs)
         spec = load_spec(find_spec(SPEC, ROOT / "reproductions"))
         ctx = RunContext(spec_id=spec.id, tier=TIER, device=torch.device("cpu"), seed=0,
-                         work_dir=runners.run.work_dir_for(spec, TIER), data_dir=runs / "none", progress=False,
+                         work_dir=work_dir_for(spec, TIER), data_dir=runs / "none", progress=False,
                          selected=frozenset({(ROW, "ListOps")}))
         ctx.work_dir.mkdir(parents=True)
-        run_train_table(runners.run.tier_config(spec, TIER), ctx)
+        run_train_table(tier_config(spec, TIER), ctx)
     ckpt = runs / SPEC / TIER / "S4_suite_data__ListOps" / "checkpoint.pt"
     assert ckpt.is_file()
     return runs, ckpt
 
 
 def _run(module, monkeypatch, capsys, runs: Path, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(runners.run, "RUNS_DIR", runs)
+    monkeypatch.setattr(layout, "RUNS_DIR", runs)
     monkeypatch.chdir(ROOT)
     rc = module.main([*argv, "--spec", SPEC, "--tier", TIER, "--device", "cpu", "--no-progress"])
     out = capsys.readouterr()
@@ -82,7 +83,7 @@ def test_fresh_draws_drop_the_suite_expressions(trained, tmp_path) -> None:
     runs, _ = trained
     module = _script()
     spec = load_spec(find_spec(SPEC, ROOT / "reproductions"))
-    cell = module.CellSetup(spec=spec, tier=TIER, data="release", config=runners.run.tier_config(spec, TIER),
+    cell = module.CellSetup(spec=spec, tier=TIER, data="release", config=tier_config(spec, TIER),
                             row=ROW, column="ListOps")
     whole, none_dropped = module.fresh_draw(cell, module.FRESH_SEED_BASE + 1, 32, tmp_path / "a", set(), False)
     sources = module.read_listops_tsv(tmp_path / "a" / "listops-1000" / "basic_test.tsv")[0]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners.__main__ import main
+from runners.cli.main import main
 from test_files_and_runs import _edit_spec, _expected_cell, train_project  # noqa: F401 (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent

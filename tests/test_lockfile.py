@@ -1,11 +1,11 @@
-"""runners.lockfile: a second holder waits for the first."""
+"""runners.core.lock: a second holder waits for the first."""
 from __future__ import annotations
 
 import threading
 import time
 from pathlib import Path
 
-from runners.lockfile import exclusive
+from runners.core.lock import exclusive
 
 
 def test_second_holder_waits_for_the_first(tmp_path: Path) -> None:

@@ -18,12 +18,13 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from runners.compare import judge
+from runners.core.errors import SpecError
 from runners.data.base import TaskData
-from runners.expected import expected_path, load_expected
-from runners.registry import RunContext
-from runners.run import tier_config
-from runners.spec import SpecError, load_spec
+from runners.judge.verdicts import judge
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.registry import RunContext
+from runners.specs.selection import tier_config
+from runners.specs.spec import load_spec
 from runners.train import table
 from runners.train.table import METRICS, TrainTableConfig, column_name, run_train_table
 
@@ -210,7 +211,7 @@ def produced_cells(spec, tier: str) -> set[tuple[str, str]]:
 @pytest.mark.parametrize("name", SPECS)
 @pytest.mark.parametrize("tier", ["smoke", "budget", "full"])
 def test_every_cell_a_tier_writes_is_in_expected(name, tier, monkeypatch):
-    # a GPU run that writes a cell expected/ lacks is refused at its end (runners.run): catch it here
+    # a GPU run that writes a cell expected/ lacks is refused at its end (runners/execute/run.py): catch it here
     monkeypatch.chdir(ROOT)
     spec = load_spec(ROOT / "reproductions" / f"{name}.yaml")
     expected = load_expected(expected_path(spec.id))
@@ -263,7 +264,7 @@ def test_pytest_marker_pathx_selects_the_pathx_spec():
     selected = {line.split("[")[-1].rstrip("]") for line in proc.stdout.splitlines() if "::" in line}
     assert "lra_pathx" in selected, proc.stdout
     # the marker selects exactly the specs whose groups name pathx (s4_table4 and s4d_table5: lra only)
-    from runners.spec import resolve_includes, spec_paths
+    from runners.specs.spec import resolve_includes, spec_paths
 
     with_group = {p.stem for p in spec_paths(ROOT / "reproductions") if "pathx" in resolve_includes(p)["groups"]}
     assert selected == with_group and not {"s4_table4", "s4d_table5"} & selected, proc.stdout
@@ -271,7 +272,7 @@ def test_pytest_marker_pathx_selects_the_pathx_spec():
 
 def test_learning_curve_plot_draws_a_table_with_an_out_of_memory_cell(tmp_path):
     import runners.train.plots  # noqa: F401  (registers the plot)
-    from runners.plots import PLOTS
+    from runners.specs.registry import PLOTS
 
     history = [{"epoch": e, "train_loss": 1.0 / e, "val_metric": 50.0 + e} for e in (1, 2, 3)]
     result = {"spec_id": "lra-pathx", "tier": "budget",
@@ -318,10 +319,10 @@ def test_a_set_run_reads_its_tiers_prepared_data_and_prepares_its_own_only_when_
 def test_the_authors_lra_settings_run_end_to_end_and_are_recorded(tmp_path, monkeypatch):
     """Per-group SSM learning rates, padding-masked SSM inputs and weight decay on 1-D parameters (the LRA full
     tier's settings) through the whole pipeline on a smoke cell: they train, and the results file records them."""
-    import runners.run
-    from runners.__main__ import main
+    from runners.core import layout
+    from runners.cli.main import main
 
-    monkeypatch.setattr(runners.run, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(layout, "RUNS_DIR", tmp_path / "runs")
     sets = ["+model_defaults.ssm.mask_padding=true", "+model_defaults.ssm.layer.lr={dt: null, A: 0.001, B: 0.001}",
             "+train.weight_decay_1d=true"]
     argv = ["run", "s4-table-4", "--tier", "smoke", "--cells", "S4 (suite data)/Text", "--no-progress",

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from runners.__main__ import main
+from runners.cli.main import main
 from runners.data.base import DatasetError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,7 +238,7 @@ def test_unknown_spec_name_is_an_error(project: Path, capsys: pytest.CaptureFixt
 
 
 def test_the_repository_has_no_duplicate_yaml_keys_or_non_finite_values() -> None:
-    from runners.yamlio import load_yaml, non_finite
+    from runners.core.yamlio import load_yaml, non_finite
 
     for path in [*sorted((REPO / "reproductions").glob("*.yaml")), *sorted((REPO / "expected").glob("*.yaml"))]:
         assert not list(non_finite(load_yaml(path))), path
@@ -332,7 +332,7 @@ def test_malformed_data_directory_is_one_line_error(tmp_path: Path, kind: str, f
 
 
 def test_the_repository_validates(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.validate import validate_all
+    from runners.judge.validate import validate_all
 
     monkeypatch.chdir(REPO)
     problems, n_specs = validate_all()
@@ -381,7 +381,7 @@ def test_run_checks_the_cells_it_selects(project: Path, capsys: pytest.CaptureFi
 
 
 def test_a_spec_outside_the_spec_directory_may_be_named_freely(project: Path) -> None:
-    from runners.spec import load_spec
+    from runners.specs.spec import load_spec
 
     mine = project / "elsewhere" / "anything.yaml"
     mine.parent.mkdir()

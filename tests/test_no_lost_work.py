@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-import runners.run as run_mod
-from runners.__main__ import main
+import runners.execute.run as run_mod
+from runners.cli.main import main
+from runners.core import layout
 
 #: every case runs under a time and an address-space limit (conftest.py: bounded)
 pytestmark = pytest.mark.usefixtures("bounded")
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("bounded")
 def test_an_unwritable_results_folder_keeps_the_values(tmp_path, monkeypatch, capsys, case):
     if case == "read_only" and os.geteuid() == 0:
         pytest.skip("root writes into read-only folders")
-    monkeypatch.setattr(run_mod, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(layout, "RUNS_DIR", tmp_path / "runs")
     out = tmp_path / "out"
     if case == "file_in_the_way":
         out.mkdir()
@@ -41,7 +42,7 @@ def test_an_unwritable_results_folder_keeps_the_values(tmp_path, monkeypatch, ca
 def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
     """A temp file older than STALE_TEMP_AGE_S (a writer killed mid-write) goes at the next results file or
     checkpoint written into its folder; a younger one (a writer still at work) stays, and so does any other file."""
-    from runners.atomic import STALE_TEMP_AGE_S, write_bytes_new
+    from runners.core.atomic import STALE_TEMP_AGE_S, write_bytes_new
     from runners.train.checkpoint import save_atomic
 
     for write in (lambda: save_atomic({"step": 1}, tmp_path / "checkpoint.pt"),

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from runners.benchmark import official
-from runners.benchmark.official_ext import (KERNEL_DIR, REQUIRED, OfficialExtensionError, check_checkout,
-                                            checkout_commit, load_official)
+from runners.benchmark.official_ext import (
+    KERNEL_DIR, REQUIRED, OfficialExtensionError, check_checkout, checkout_commit, load_official)
 from ssm_core.ops.reference import cauchy_terms, log_vandermonde_terms
 
 #: where our Triton kernels run in these tests: compiled on a GPU, else under TRITON_INTERPRET=1 (root conftest)

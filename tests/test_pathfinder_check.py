@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from runners.data.lra.pathfinder_check import (SHORTCUT_FEATURES, _threshold_accuracy, learnability, main,
-                                              path_statistics, shortcut_probe, train_check)
+from runners.data.lra.pathfinder_check import (
+    SHORTCUT_FEATURES, _threshold_accuracy, learnability, main, path_statistics, shortcut_probe, train_check)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -4,10 +4,9 @@ settings, and its model is the S4D column's, under 200K parameters."""
 from __future__ import annotations
 
 from runners.data.base import TaskData
-from runners.expected import expected_path, load_expected
-from runners.run import tier_config
-from runners.selection import select_cells
-from runners.spec import find_spec, load_spec
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.selection import select_cells, tier_config
+from runners.specs.spec import find_spec, load_spec
 from runners.train.table import build_model
 from ssm_core.blocks import SequenceModel
 

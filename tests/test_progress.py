@@ -10,8 +10,8 @@ import pytest
 import torch
 from test_files_and_runs import train_project  # noqa: F401 (the fixture)
 
-from runners.__main__ import main
-from runners.progress import epochs_at_chance
+from runners.cli.main import main
+from runners.report.progress import epochs_at_chance
 
 CELL = Path("runs") / "tiny-train" / "smoke" / "S4__sCIFAR" / "checkpoint.pt"
 

@@ -1,4 +1,4 @@
-"""Projected GPU time of training cells from measured step rates (runners/projection.py): the record written by
+"""Projected GPU time of training cells from measured step rates (runners/report/projection.py): the record written by
 train_step_profile.py --record, the dry-run's column, the report's table, and bad records."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from runners.__main__ import main
-from runners.compare import CellVerdict
-from runners.projection import (STEP_RATES, cell_projection, load_step_rates, measured_hours, projection_text,
-                                 projections)
-from runners.report import gpu_time_lines
-from runners.run import training_series
-from runners.spec import load_spec
+from runners.cli.main import main
+from runners.judge.verdicts import CellVerdict
+from runners.report.projection import (
+    STEP_RATES, cell_projection, load_step_rates, measured_hours, projection_text, projections)
+from runners.report.markdown import gpu_time_lines
+from runners.specs.spec import load_spec
+from runners.train.table import training_series
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import yaml
 
-from runners.compare import CellVerdict
-from runners.report import _index_source
+from runners.judge.verdicts import CellVerdict
+from runners.report.markdown import _index_source
 
 
 def _file(data: str, card: str) -> tuple[Path, dict]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runners.run import tier_config
-from runners.spec import find_spec, load_spec
+from runners.specs.selection import tier_config
+from runners.specs.spec import find_spec, load_spec
 from runners.train.table import TrainTableConfig
 
 # S4 Table 11 (LRA rows): depth, H, norm, pre-norm, dropout, lr, batch, epochs, weight decay, patience

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners import run as run_mod
-from runners.__main__ import main
-from runners.expected import expected_path, load_expected
-from runners.registry import Paused
-from runners.scheduler import EXIT_PAUSED, parse_gpus, schedule_units
-from runners.selection import glob_escape, select_cells
-from runners.spec import SpecError, load_spec
+from runners.cli.main import main
+from runners.core import layout
+from runners.core.errors import EXIT_PAUSED, Paused, SpecError
+from runners.execute import run as run_mod
+from runners.execute.scheduler import parse_gpus, schedule_units
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.selection import glob_escape, select_cells
+from runners.specs.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = {"lr": 0.01, "epochs": 2, "batch_size": 8}
@@ -41,7 +42,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("DATA_PATH", str(tmp_path / "no-data"))
-    monkeypatch.setattr(run_mod, "RUNS_DIR", Path("runs"))
+    monkeypatch.setattr(layout, "RUNS_DIR", Path("runs"))
     (tmp_path / "reproductions").mkdir()
     (tmp_path / "expected").mkdir()
     spec = {"id": "toytrain", "paper": "s4", "table": "Table 0", "title": "toy training table", "groups": ["lra"],
@@ -202,7 +203,7 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     assert main(["run", "toytrain", "--data", "suite", "--gpus", "0,1"]) == 0
     first, second = _results(project)
     assert [c["value"] for c in first["cells"]] == [c["value"] for c in second["cells"]]
-    from runners.report import report_all
+    from runners.report.markdown import report_all
 
     report_all(project / "tables", project / "local" / "results")
     report = (project / "tables" / "toytrain.md").read_text()

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from runners import run as run_mod
-from runners.compare import compare, load_result
+from runners.core import layout
+from runners.core.errors import NotRunnable, SpecError
 from runners.data import download as dl
 from runners.data.base import DatasetError, TaskData
 from runners.data.bidmc import load_bidmc
@@ -22,9 +22,12 @@ from runners.data.registry import LOADERS, PREPARERS
 from runners.data.speech_commands import load_speech_commands
 from runners.data.standins import BIDMC_RATE_HZ, speech_tone_frequencies
 from runners.data.tones import class_frequencies, load_tones, write_tones
-from runners.expected import expected_path, load_expected
-from runners.registry import RunContext
-from runners.spec import SpecError, deep_merge, load_spec
+from runners.execute import run as run_mod
+from runners.judge.verdicts import compare
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.registry import RunContext
+from runners.specs.spec import deep_merge, load_spec
+from runners.store.read import load_result
 from runners.train import TrainConfig, train
 from runners.train.extra_eval import (
     AtRate,
@@ -305,10 +308,10 @@ def test_budget_tier_without_the_data_is_not_run(name: str, tmp_path: Path, monk
     and how to get it (here on the CPU; the tier itself asks for CUDA)."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("DATA_PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(run_mod, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(layout, "RUNS_DIR", tmp_path / "runs")
     spec = load_spec(ROOT / "reproductions" / f"{name}.yaml")
     spec.tiers["budget"].device = "cpu"
-    with pytest.raises(run_mod.NotRunnable, match="python -m runners.data.download") as stopped:  # exit 3
+    with pytest.raises(NotRunnable, match="python -m runners.data.download") as stopped:  # exit 3
         run_mod.run_spec(spec, "budget", results_root=tmp_path / "results", progress=False)
     result = load_result(stopped.value.results_path)  # written before the run stopped
     assert result["cells"] and all(c["value"] is None for c in result["cells"])

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from runners.compare import judge_tier, load_tier_results
-from runners.expected import expected_path, load_expected
-from runners.shared_runs import newer_shared_run_lines, shared_cells
-from runners.spec import load_spec
+from runners.judge.verdicts import judge_tier
+from runners.report.shared_runs import newer_shared_run_lines, shared_cells
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.spec import load_spec
+from runners.store.read import load_tier_results
 
 ROOT = Path(__file__).resolve().parent.parent
 S4_TABLE4 = ROOT / "reproductions" / "s4_table4.yaml"

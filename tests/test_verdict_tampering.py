@@ -29,11 +29,12 @@ import pytest
 import yaml
 from test_compare_verdicts import cell  # also registers the toy runner 'test.verdicts'
 
-from runners.__main__ import main
-from runners.compare import judge, judge_tier, load_tier_results
-from runners.glance import glance_lines
-from runners.repeats import repeated_cells
-from runners.result_diff import judge_change
+from runners.cli.main import main
+from runners.judge.repeats import repeated_cells
+from runners.judge.verdicts import judge, judge_tier
+from runners.report.compare import judge_change
+from runners.report.glance import glance_lines
+from runners.store.read import load_tier_results
 
 #: every case runs under a time and an address-space limit (conftest.py: bounded)
 pytestmark = pytest.mark.usefixtures("bounded")
@@ -630,7 +631,7 @@ def test_check_says_when_a_pass_rests_on_overrides(project: Path, capsys: pytest
 
 
 def _glance(spec_id: str, tier: str, root: Path) -> str:
-    from runners.expected import expected_path, load_expected
+    from runners.specs.expected import expected_path, load_expected
 
     expected = load_expected(expected_path(spec_id))
     files = load_tier_results(spec_id, tier, root)
@@ -668,7 +669,7 @@ def test_the_glance_says_a_claim_passed_only_after_failures_and_on_uncommitted_c
 def test_the_glance_on_a_toy_project(project: Path, capsys: pytest.CaptureFixture) -> None:
     """The same bullets from a project of its own: a sanity FAIL, a claim that passed after a run with another
     configuration failed, a cell trained partly on uncommitted code, a FAIL at another tier."""
-    from runners.report import report_all
+    from runners.report.markdown import report_all
 
     write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
                              cell("s", None, {"bound": {"min": 0}, "role": "sanity"})])

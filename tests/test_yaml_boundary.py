@@ -1,5 +1,5 @@
-"""YAML input checked where it enters: the one loader (runners/yamlio.py) and the spec's include graph
-(runners/spec.py) are bounded, refuse what is not a regular file inside the project, refuse values that are not
+"""YAML input checked where it enters: the one loader (runners/core/yamlio.py) and the spec's include graph
+(runners/specs/spec.py) are bounded, refuse what is not a regular file inside the project, refuse values that are not
 plain (dates, non-text keys, integers beyond a float, self-containing nodes) and seeds outside numpy's range; and
 ``validate`` refuses what ``run`` would refuse only after running, with the same line.
 
@@ -22,9 +22,10 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from runners.__main__ import main
-from runners.spec import SpecError, load_spec, resolve_includes
-from runners.yamlio import MAX_EXPANDED, YamlError, load_yaml_text, plain_problem
+from runners.cli.main import main
+from runners.core.errors import SpecError
+from runners.core.yamlio import MAX_EXPANDED, YamlError, load_yaml_text, plain_problem
+from runners.specs.spec import load_spec, resolve_includes
 
 REPO = Path(__file__).resolve().parent.parent
 #: seconds any one test may take before it is stopped as a hang (read by conftest.py's bounded fixture)
@@ -88,7 +89,7 @@ def _billion_laughs(levels: int, width: int = 9) -> str:
 def _bounded(fn: Callable[[], Any], seconds: float = 5.0) -> Any:
     """``fn()`` must return or raise within ``seconds`` and ALLOC_CEILING bytes of Python allocations (the runners
     are imported first, so that their imports do not count)."""
-    from runners import registry
+    from runners.specs import registry
 
     registry.load_all()
     tracemalloc.start()
@@ -176,7 +177,7 @@ def test_include_fan_out_is_bounded_in_files(project: Path) -> None:
 
 
 def test_each_included_file_is_read_once(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import runners.spec as spec_mod
+    import runners.specs.spec as spec_mod
 
     top = _chain(project / "reproductions", 8, fan=3)  # 3**7 includes of the last file without the cache
     reads: list[Path] = []
@@ -340,7 +341,7 @@ def test_repeated_state_sizes_fail_validate_and_run_alike(project: Path, capsys:
 
 
 def test_repeated_lengths_of_a_benchmark_are_refused() -> None:
-    from runners.schema import check_ints
+    from runners.specs.schema import check_ints
 
     with pytest.raises(ValueError, match=r"lengths: \[1024, 1024\] not allowed; expected .*distinct"):
         check_ints("lengths", [1024, 1024], 1)
@@ -364,7 +365,7 @@ def test_a_resolved_spec_json_cannot_write_is_refused_before_running(project: Pa
     validate's check_spec (which run calls first) name the key instead of a TypeError after the run."""
     import datetime
 
-    from runners.validate import check_spec, json_problem
+    from runners.judge.validate import check_spec, json_problem
 
     doc = resolve_includes(THEOREM6)
     doc["shown"] = {"smoke": datetime.date(2026, 11, 27)}
@@ -378,7 +379,7 @@ def test_a_resolved_spec_json_cannot_write_is_refused_before_running(project: Pa
 
 
 def test_the_repository_still_validates_and_loads_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.validate import validate_all
+    from runners.judge.validate import validate_all
 
     monkeypatch.chdir(REPO)
     problems, n_specs = validate_all()

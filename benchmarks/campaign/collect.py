@@ -25,9 +25,9 @@ from typing import Sequence
 
 sys.path.insert(0, os.getcwd())
 
-from runners.atomic import atomic_path  # noqa: E402
-from runners.progress import progress_table, training_progress  # noqa: E402
-from runners.train.transfer import MANIFEST, TransferError, unpack  # noqa: E402
+from runners.core.atomic import atomic_path  # noqa: E402
+from runners.execute.transfer import MANIFEST, TransferError, unpack  # noqa: E402
+from runners.report.progress import progress_table, training_progress  # noqa: E402
 
 PART_GLOB = "campaign.tar.part*"
 PART_NAME = re.compile(r"campaign\.tar\.part(\d{2,})")  # what `split -d` names the parts: part00, part01, ...

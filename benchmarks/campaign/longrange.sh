@@ -22,7 +22,7 @@
 # Checkpoints: $CAMPAIGN_RESUME_FROM (a folder a previous call's pack went to, if set) and then checkpoints/ are
 # copied into runs/, never over one already there; every run checkpoints and stops after MINUTES (interrupted 75 s
 # later if still going, e.g. still preparing data), then the checkpoints of the runs marked "pack", those that have not
-# finished their schedules, are packed (runners.train.transfer) with the logs, the metrics of every run, the results
+# finished their schedules, are packed (runners.execute.transfer) with the logs, the metrics of every run, the results
 # files the call wrote and `runners progress` into OUTDIR/campaign.tar.part<NN> (15 MB parts: cat them | tar x; a call
 # brings back at most 64 MiB, about three Pathfinder-32 checkpoints with the logs).
 set -u
@@ -67,7 +67,7 @@ nvidia-smi --query-gpu=index,name,memory.used --format=csv >> "$LOG/calls.txt" 2
 mkdir -p runs
 if [ -n "${CAMPAIGN_RESUME_FROM:-}" ] && [ -f "$CAMPAIGN_RESUME_FROM/transfer_manifest.json" ]; then
   UNPACKED=$(mktemp -d)
-  python3 -m runners.train.transfer unpack "$CAMPAIGN_RESUME_FROM" "$UNPACKED" >> "$LOG/calls.txt" 2>&1 \
+  python3 -m runners.execute.transfer unpack "$CAMPAIGN_RESUME_FROM" "$UNPACKED" >> "$LOG/calls.txt" 2>&1 \
     && cp -rn "$UNPACKED/." runs/
 fi
 for spec_dir in checkpoints/*/; do cp -rn "$spec_dir" runs/; done
@@ -115,7 +115,7 @@ wait
 PACK=()
 [ -f "$STAGE/pack_globs" ] && while read -r glob; do PACK+=(--cells "$glob"); done < "$STAGE/pack_globs"
 mkdir -p "$STAGE/ckpt"  # empty when every run has finished: their results files and metrics come with the logs
-[ ${#PACK[@]} -gt 0 ] && python3 -m runners.train.transfer pack runs/ "$STAGE/ckpt" --unfinished-only "${PACK[@]}" \
+[ ${#PACK[@]} -gt 0 ] && python3 -m runners.execute.transfer pack runs/ "$STAGE/ckpt" --unfinished-only "${PACK[@]}" \
   >> "$LOG/calls.txt" 2>&1
 for f in runs/*/full*/*/metrics.jsonl runs/*/full*/*/steps.jsonl runs/*/full*/logs/* runs/*/full*/overrides.json; do
   [ -f "$f" ] && { d="$LOG/runs/$(dirname "$f")"; mkdir -p "$d"; cp "$f" "$d/"; }

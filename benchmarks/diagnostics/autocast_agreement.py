@@ -21,8 +21,9 @@ import torch
 
 sys.path.insert(0, os.getcwd())
 
-from runners.run import tier_config  # noqa: E402
-from runners.spec import SpecError, find_spec, load_spec  # noqa: E402
+from runners.core.errors import SpecError
+from runners.specs.selection import tier_config  # noqa: E402
+from runners.specs.spec import find_spec, load_spec  # noqa: E402
 from runners.train.table import TrainTableConfig  # noqa: E402
 
 

@@ -40,7 +40,8 @@ from tabulate import tabulate  # noqa: E402
 from full_step_rate import add_cell_arguments, cell_setup  # noqa: E402
 from train_step_profile import with_sets  # noqa: E402
 
-from runners.results import git_provenance, utc_now, write_json_atomic  # noqa: E402
+from runners.core.atomic import write_json_atomic  # noqa: E402
+from runners.core.provenance import git_provenance, utc_now
 
 PROFILE = Path(__file__).resolve().with_name("train_step_profile.py")
 SYNC = "sync_batchnorm=true"

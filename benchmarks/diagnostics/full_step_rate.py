@@ -22,8 +22,8 @@ import torch
 sys.path.insert(0, os.getcwd())
 
 from runners.data.base import TaskData  # noqa: E402
-from runners.run import tier_config  # noqa: E402
-from runners.spec import find_spec, load_spec  # noqa: E402
+from runners.specs.selection import tier_config  # noqa: E402
+from runners.specs.spec import find_spec, load_spec  # noqa: E402
 from runners.train.config import TrainConfig  # noqa: E402
 from runners.train.table import build_model  # noqa: E402
 from ssm_core.optim import build_optimizer  # noqa: E402

@@ -28,9 +28,9 @@ from typing import Sequence
 sys.path.insert(0, os.getcwd())
 
 import runners.train.plots  # noqa: E402,F401  (registers the plot)
-from runners.expected import expected_path, load_expected  # noqa: E402
-from runners.plots import PLOTS  # noqa: E402
-from runners.progress import SET_MARK, cell_of, read_overrides  # noqa: E402
+from runners.report.progress import SET_MARK, cell_of, read_overrides  # noqa: E402
+from runners.specs.expected import expected_path, load_expected  # noqa: E402
+from runners.specs.registry import PLOTS  # noqa: E402
 from runners.train.loop import read_metrics  # noqa: E402
 
 

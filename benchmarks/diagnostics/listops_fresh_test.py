@@ -44,15 +44,16 @@ from torch.utils.data import Dataset, Subset
 
 sys.path.insert(0, os.getcwd())
 
+from runners.core.errors import SpecError  # noqa: E402
 from runners.data.base import TaskData, data_root  # noqa: E402
 from runners.data.lra.layout import LISTOPS_SPLIT_FILES  # noqa: E402
 from runners.data.lra.listops import read_listops_tsv  # noqa: E402
 from runners.data.lra.listops_gen import generate_listops  # noqa: E402
-from runners.data.progress import progress_bar  # noqa: E402
+from runners.data.progress_bar import progress_bar  # noqa: E402
 from runners.data.registry import LOADERS  # noqa: E402
-from runners.registry import RunContext  # noqa: E402
-from runners.run import tier_config, work_dir_for  # noqa: E402
-from runners.spec import TIERS, Spec, SpecError, find_spec, load_spec  # noqa: E402
+from runners.specs.registry import RunContext  # noqa: E402
+from runners.specs.selection import tier_config
+from runners.specs.spec import TIERS, Spec, find_spec, load_spec, work_dir_for  # noqa: E402
 from runners.train import checkpoint as ckpt_io  # noqa: E402
 from runners.train.config import RESUMABLE_FIELDS, TrainConfig  # noqa: E402
 from runners.train.distributed import DistInfo  # noqa: E402

@@ -23,7 +23,7 @@ sys.path.insert(0, os.getcwd())
 
 from tabulate import tabulate  # noqa: E402
 
-from runners.progress import SET_MARK, read_overrides  # noqa: E402
+from runners.report.progress import SET_MARK, read_overrides  # noqa: E402
 from runners.train.loop import best_validation, read_metrics  # noqa: E402
 
 IGNORED = ("seed=", "device_data=")  # keys that name a run rather than its arm

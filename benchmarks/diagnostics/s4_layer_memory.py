@@ -183,7 +183,7 @@ def table2_count(make_layer, h: int, transposed: bool, batch: int = 1, length: i
 def official_cases(checkout: Path, dims: list[int]) -> None:
     """The official FFTConv beside our layer of the same scope, counted as the Table 2 cell is."""
     from runners.benchmark.official_ext import load_official_layer, official_fftconv
-    from runners.run import RUNS_DIR
+    from runners.core.layout import RUNS_DIR
 
     repo = Path(__file__).resolve().parents[2]
     module = load_official_layer(checkout, repo / RUNS_DIR / "official-extension-build")

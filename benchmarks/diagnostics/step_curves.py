@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tabulate import tabulate  # noqa: E402
 
-from runners.atomic import atomic_path  # noqa: E402
+from runners.core.atomic import atomic_path  # noqa: E402
 from runners.train.step_log import STEPS_NAME  # noqa: E402
 
 

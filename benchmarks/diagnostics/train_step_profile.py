@@ -34,7 +34,7 @@ Under ``torchrun --nproc_per_node K`` every process trains its share of each bat
 ``ddp_step_ab.py`` times one GPU against K this way.
 
 ``--record --n-train N`` (the cell's configuration as the spec gives it, no ``--set`` or ``--batch``) also writes a
-step-rate record under ``results/step-rates/`` (``runners/projection.py``): the steady rate and, for each table
+step-rate record under ``results/step-rates/`` (``runners/report/projection.py``): the steady rate and, for each table
 cell the row and task serve (the release row, and the suite-data row where the tier has one), the projected
 GPU-hours of its schedule, epochs x (N // batch) steps at that rate. ``run --dry-run`` and the report show them.
 """
@@ -60,14 +60,16 @@ sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
 from full_step_rate import SHAPES, add_cell_arguments, cell_setup  # noqa: E402
 
+from runners.core.atomic import write_json_atomic  # noqa: E402
+from runners.core.layout import RESULTS_DIR
+from runners.core.provenance import git_provenance, utc_now
 from runners.data.base import TaskData  # noqa: E402
 from runners.data.lra.common import ImageSequenceDataset, stack_collate  # noqa: E402
-from runners.results import RESULTS_DIR, git_provenance, utc_now, write_json_atomic  # noqa: E402
-from runners.run import tier_config  # noqa: E402
-from runners.spec import find_spec, load_spec  # noqa: E402
-from runners.train.table import unit_cells  # noqa: E402
+from runners.specs.selection import tier_config  # noqa: E402
+from runners.specs.spec import find_spec, load_spec  # noqa: E402
 from runners.train.config import TrainConfig  # noqa: E402
 from runners.train.loop import train  # noqa: E402
+from runners.train.table import unit_cells  # noqa: E402
 
 #: (part, pattern on a kernel's name or on the names of the CPU ops around its launch), first match wins; the
 #: kernel's own name is tried first, then its launching op and that op's parents, innermost first
@@ -356,7 +358,7 @@ def main() -> None:
 
 def record_step_rate(spec_id: str, tier: str, row: str, task: str, batch: int, n_train: int, rate: float,
                      measured: dict) -> Path:
-    """Write the step-rate record of one (row, task) of ``spec_id`` at ``tier`` (see runners/projection.py)."""
+    """Write the step-rate record of one (row, task) of ``spec_id`` at ``tier`` (see runners/report/projection.py)."""
     spec = load_spec(find_spec(spec_id))
     variants = [("release", row)]
     suite = spec.tiers[tier].suite_data
@@ -379,7 +381,7 @@ def record_step_rate(spec_id: str, tier: str, row: str, task: str, batch: int, n
            "measured": "steady steps/s of the suite's training loop on random data of the task's shape "
                        f"(steps {WARMUP_STEPS}..{measured['steps']})", "peak_memory_mb": measured["peak_memory_mb"],
            "torch": measured["torch"], **git_provenance()}
-    from runners.projection import STEP_RATES  # here, so that the timing runs against older checkouts too
+    from runners.report.projection import STEP_RATES  # here, so that the timing runs against older checkouts too
 
     path = RESULTS_DIR / STEP_RATES / f"{stamp.replace('-', '').replace(':', '')[:15]}_{spec.id}.json"
     write_json_atomic(path, doc)

@@ -28,7 +28,7 @@ sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 from tabulate import tabulate  # noqa: E402
 
 from learning_curves import UsageError, labelled, parse_entry, read_history, runs_entries  # noqa: E402
-from runners.atomic import write_text_atomic  # noqa: E402
+from runners.core.atomic import write_text_atomic  # noqa: E402
 
 NEIGHBOURS = 3
 BANDS = ((0.75, "1-0.75"), (0.5, "0.75-0.5"), (0.25, "0.5-0.25"), (0.0, "0.25-0"))

@@ -22,9 +22,8 @@ import numpy as np
 
 from ssm_core.inits import s4d_inv, s4d_inv2, s4d_legs, s4d_lin, s4d_quad
 
-from ..plots import register_plot
-from ..registry import Cell, RunContext, RunOutput, register
-from ..schema import MAX_STATE, check_int, check_ints
+from ..specs.registry import Cell, RunContext, RunOutput, register, register_plot
+from ..specs.schema import MAX_STATE, check_int, check_ints
 from .basis import to_json
 
 #: Conjecture 5's constant (S4D Section 4: "c ~ 0.5236").

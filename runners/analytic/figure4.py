@@ -16,9 +16,8 @@ import numpy as np
 
 from ssm_core.hippo import hippo_legs
 
-from ..plots import register_plot
-from ..registry import Cell, RunContext, RunOutput, register
-from ..schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
+from ..specs.registry import Cell, RunContext, RunOutput, register, register_plot
+from ..specs.schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
 from .basis import dense_basis, thin, to_json, uniform_grid
 
 

@@ -21,8 +21,8 @@ from ssm_core.inits import DIAGONAL_INITS
 from ssm_core.kernels import DiagKernel, DPLRKernel, dense_kernel
 from ssm_core.kernels.params import as_complex, real_part
 
-from ..registry import Cell, RunContext, RunOutput, register
-from ..schema import MAX_STATE, MAX_WIDTH, check_choices, check_int, check_num
+from ..specs.registry import Cell, RunContext, RunOutput, register
+from ..specs.schema import MAX_STATE, MAX_WIDTH, check_choices, check_int, check_num
 
 S4_NAMES = {"legs": "S4-LegS", "legt": "S4-LegT", "fout": "S4-FouT"}
 S4D_NAMES = {"legs": "S4D-LegS", "inv": "S4D-Inv", "lin": "S4D-Lin", "inv2": "S4D-Inv2", "quad": "S4D-Quad",

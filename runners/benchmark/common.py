@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..textfmt import fmt as fmt_number
+from ..core.textfmt import fmt as fmt_number
 
 MIB = 2**20
 CPU_MEMORY_NOTE = "CPU memory estimate: bytes saved for backward + parameters + gradients (not a peak)"

@@ -35,9 +35,9 @@ import torch
 from ssm_core import SequenceModel
 from ssm_core.baselines import TransformerModel
 
-from ..model_schema import check_layer, check_vocab
-from ..schema import MAX_LENGTH, MAX_WIDTH, check_int, check_num
-from ..registry import Cell, RunContext, RunOutput, register
+from ..specs.model_schema import check_layer, check_vocab
+from ..specs.registry import Cell, RunContext, RunOutput, register
+from ..specs.schema import MAX_LENGTH, MAX_WIDTH, check_int, check_num
 from .common import (
     cuda_memory_limit,
     float32_matmul,

@@ -16,9 +16,9 @@ import torch
 from ssm_core import SSMLayer
 from ssm_core.baselines import LSSL
 
-from ..model_schema import check_layer, check_lssl
-from ..schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
-from ..registry import Cell, RunContext, RunOutput, register
+from ..specs.model_schema import check_layer, check_lssl
+from ..specs.registry import Cell, RunContext, RunOutput, register
+from ..specs.schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
 from .common import cuda_memory_limit, float32_matmul, fmt, measure_training_step, ratio
 
 

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from ssm_core import SequenceModel
 from ssm_core.baselines import TransformerModel
 
-from ..model_schema import check_layer, check_vocab
-from ..schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
-from ..registry import Cell, RunContext, RunOutput, register
+from ..specs.model_schema import check_layer, check_vocab
+from ..specs.registry import Cell, RunContext, RunOutput, register
+from ..specs.schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
 from .common import cuda_memory_limit, float32_matmul, fmt, measure_training_step, ratio
 
 #: Table 3 rows (names as in expected/s4-table-3.yaml) -> TransformerModel attention settings (None: S4).

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
-from runners.atomic import atomic_path
+from runners.core.atomic import atomic_path
 from runners.data.base import one_line, read_error
 
 CACHE_DIRNAME = "_cache"

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 
-from runners.atomic import atomic_path
+from runners.core.atomic import atomic_path
 from runners.data.base import DataMissing, data_root
-from runners.data.progress import progress_bar
+from runners.data.progress_bar import progress_bar
 
 # ----------------------------------------------------------------------------------------------
 # Where each dataset lives under the data directory (the loaders import these).

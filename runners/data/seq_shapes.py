@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from ..atomic import write_bytes_atomic, write_text_atomic
+from ..core.atomic import write_bytes_atomic, write_text_atomic
 from .base import DataMissing, DatasetError, TaskData
 
 DIRNAME = "seq_shapes"

@@ -36,9 +36,9 @@ from torch.utils.data import Dataset, TensorDataset
 
 from runners.data.base import DataMissing, DatasetError, InsideFolder, TaskData, data_root, one_line, read_error
 from runners.data.cache import cached, content_fingerprint
-from runners.data.download import (SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get)
+from runners.data.download import SC10_WORDS, SPEECH_COMMANDS_DIR, SPEECH_COMMANDS_WORDS, how_to_get
 from runners.data.mfcc import S4_MFCC, mfcc
-from runners.data.progress import progress_bar
+from runners.data.progress_bar import progress_bar
 
 SAMPLE_RATE = 16000
 CLIP_LEN = 16000  # 1 s at 16 kHz

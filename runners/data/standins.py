@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runners.atomic import write_bytes_atomic
+from runners.core.atomic import write_bytes_atomic
 
 POSITIVE = ("great", "lovely", "superb", "moving", "brilliant")
 NEGATIVE = ("awful", "boring", "dull", "clumsy", "terrible")

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional
 
+from runners.core.errors import NotRunnable, SpecError
 from runners.data.base import DataMissing, DatasetError, one_line
-from runners.spec import SpecError
 
 MISSING, MALFORMED = "missing", "malformed"
 
@@ -65,7 +65,7 @@ def raise_for_data_problems(problems: Iterable[str], results_path: Optional[Path
 
     ``run_name`` names the run ("<spec id> tier '<tier>'"), ``command`` the command that runs it again. Malformed data
     raises :class:`DataFileError` (exit 2) naming the first malformed file; else missing data raises
-    ``runners.run.NotRunnable`` (exit 3) with every missing task's reason (what to fetch and where). Nothing is
+    ``runners.core.errors.NotRunnable`` (exit 3) with every missing task's reason (what to fetch and where). Nothing is
     raised when no line is a :class:`DataProblem`."""
     found = [p for p in problems if isinstance(p, DataProblem)]
     malformed = [p for p in found if p.kind == MALFORMED]
@@ -79,8 +79,6 @@ def raise_for_data_problems(problems: Iterable[str], results_path: Optional[Path
         raise DataFileError(f"{first.reason.rstrip('.')} (task {first.column} of {run_name}: data malformed"
                             f"{also}; {written})", results_path)
     if missing:
-        from runners.run import NotRunnable  # imported here: runners.run imports this module
-
         reasons = " | ".join(f"{p.column}: {p.reason.rstrip('.')}" for p in missing)
         exc = NotRunnable(f"{run_name}: data missing: {reasons}. The {written}. Then: {command}")
         exc.results_path = results_path  # type: ignore[attr-defined]

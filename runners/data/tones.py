@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from ..atomic import write_bytes_atomic
+from ..core.atomic import write_bytes_atomic
 from .base import DataMissing, DatasetError, TaskData, data_root
 
 TONES_DIR = "tones"

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..atomic import atomic_path, remove_stale_temps
+from ..core.atomic import atomic_path, remove_stale_temps
 
 FORMAT = 1
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -26,7 +26,7 @@ class CheckpointMismatch(ValueError):
 
 def save_atomic(obj: dict[str, Any], path: Path) -> None:
     """torch.save to a temporary file in the same directory, fsync, then os.replace; a killed save's temp file
-    left there earlier is removed first (:func:`runners.atomic.remove_stale_temps`)."""
+    left there earlier is removed first (:func:`runners.core.atomic.remove_stale_temps`)."""
     remove_stale_temps(Path(path).parent)
     with atomic_path(path, fsync=True) as tmp:
         torch.save(obj, tmp)

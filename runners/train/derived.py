@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..registry import Cell
+from ..specs.registry import Cell
 from .loop import best_validation
 
 COLUMN_METRICS = ("best_val", "first_val", "test", "n_params")

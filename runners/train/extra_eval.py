@@ -28,11 +28,11 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
+from ..core.atomic import write_json_atomic
 from ..data.base import TaskData
-from ..results import write_json_atomic
 from . import distributed as dist_io
 from .config import TrainConfig
-from .loop import TrainResult, _batch_plan, autocast_dtype, evaluate
+from .loop import TrainResult, autocast_dtype, batch_plan, evaluate
 
 EXTRA_KEYS = ("column", "loader_args", "rate")
 FILE_NAME = "extra_eval.json"
@@ -110,7 +110,7 @@ class ExtraEvaluator:
         self.amp_dtype = autocast_dtype(cfg)
         self.model: Optional[nn.Module] = None
         self.info, self.eval_device = dist_io.setup(self.device)  # as train() will find them
-        self.steps_per_epoch = _batch_plan(task, cfg, self.info.world_size)[2]
+        self.steps_per_epoch = batch_plan(task, cfg, self.info.world_size)[2]
         self.signature = [ev.signature() for ev, _ in evals]
         self.by_epoch: dict[str, dict[str, float]] = {}
         if self.path.exists():  # a resumed run: keep the epochs evaluated before, if made by the same evals

@@ -57,19 +57,17 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
-from runners.atomic import atomic_path
+from runners.core.atomic import atomic_path, write_json_atomic
+from runners.core.layout import CELLS_PER_GPU_ENV
+from runners.core.provenance import device_name, git_provenance
 from runners.data.base import TaskData
-from runners.results import device_name, git_provenance, write_json_atomic
-from runners.scheduler import CELLS_PER_GPU_ENV
 from ssm_core.blocks import SequenceModel, residual_stream, sync_batch_norms
 from ssm_core.optim import build_optimizer
 
-from . import checkpoint as ckpt_io
-from . import distributed as dist_io
-from . import step_graph
-from .step_log import StepLog, gradient_norm
+from . import checkpoint as ckpt_io, distributed as dist_io, step_graph
 from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
 from .schedule import LRSchedule
+from .step_log import StepLog, gradient_norm
 from .tb_log import EpochLog
 
 TASK_TYPES = ("classification", "regression")
@@ -129,7 +127,7 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
            on_step: Optional[Callable[[int, int], None]], deadline: Optional[float],
            logs: Sequence[str] = ()) -> TrainResult:
     world, rank, main = info.world_size, info.rank, info.is_main
-    per_rank, micro, steps_per_epoch = _batch_plan(task, cfg, world)
+    per_rank, micro, steps_per_epoch = batch_plan(task, cfg, world)
 
     # ---- model, optimizer, schedule (every rank builds the same initial model)
     _seed_everything(cfg.seed)
@@ -439,7 +437,7 @@ def _finish(sums: torch.Tensor, task_type: str) -> tuple[float, float]:
     return loss_sum / n, metric
 
 
-def _batch_plan(task: TaskData, cfg: TrainConfig, world: int) -> tuple[int, int, int]:
+def batch_plan(task: TaskData, cfg: TrainConfig, world: int) -> tuple[int, int, int]:
     """(examples per process per step, micro-batch size, steps per epoch); bad combinations raise."""
     if cfg.batch_size % (world * cfg.grad_accum):
         raise ValueError(f"TrainConfig.batch_size = {cfg.batch_size} must be divisible by world_size x grad_accum "

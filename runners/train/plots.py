@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-import matplotlib.pyplot as plt
+import matplotlib
 
-from ..expected import series_cell
-from ..plots import register_plot
+matplotlib.use("Agg")  # files, no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..specs.expected import series_cell
+from ..specs.registry import register_plot
 
 
 def metric_label(series: dict[str, Any], cells: list[Optional[dict]]) -> str:

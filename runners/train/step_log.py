@@ -30,7 +30,7 @@ from typing import Iterable, Optional
 import torch
 from torch import Tensor
 
-from runners.atomic import atomic_path
+from runners.core.atomic import atomic_path
 
 from . import distributed as dist_io
 

@@ -30,7 +30,7 @@ a model that cannot run), with the error in the note, and the table goes on.
 
 Each cell trains in runs/<spec>/<tier>/<row>__<column>/ and resumes from its checkpoint, so a budget run
 can be continued by running the spec again with a larger max_minutes. A cell (and a task's prepared data) is
-locked while a process works on it (runners/lockfile.py): a second process waits, then resumes from it.
+locked while a process works on it (runners/core/lock.py): a second process waits, then resumes from it.
 """
 from __future__ import annotations
 
@@ -45,14 +45,16 @@ import torch
 from torch import nn
 
 from ..benchmark.common import free_memory
+from ..core.errors import Paused, SpecError
+from ..core.layout import cell_folder_name, slug
+from ..core.lock import exclusive
 from ..data.base import DatasetError, TaskData
 from ..data.registry import GENERATOR_VERSIONS, GENERATORS, LOADERS, PREPARERS, check_arguments
 from ..data.status import data_problem
-from ..lockfile import exclusive
-from ..model_schema import check_sequence_model, check_transformer
-from ..registry import Cell, Paused, RunContext, RunOutput, register
-from ..spec import SpecError
-from ..spec import deep_merge
+from ..specs.model_schema import check_sequence_model, check_transformer
+from ..specs.registry import Cell, RunContext, RunOutput, register
+from ..specs.selection import cell_name, tier_config
+from ..specs.spec import Spec, deep_merge
 from .config import TrainConfig
 from .derived import check_derived, column_pairs, picked_cells, post_process, runs_task
 from .extra_eval import ExtraEvaluator, check_extra_evals, parse_extra_evals
@@ -214,8 +216,19 @@ def units_to_train(cfg: TrainTableConfig, selected: frozenset | None, only: froz
     return [u for u in units if u in wanted]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+def training_series(spec: Spec, tier: str) -> dict[str, str]:
+    """{"row/column": "<model row> / <task>"} for every cell a training table's tier reports, over its data variants
+    (the release, and the suite's where the tier has one): the training unit, and so the step rate, behind each
+    cell. Empty for other runners."""
+    out: dict[str, str] = {}
+    for data in ("release", "suite") if spec.tiers[tier].suite_data is not None else ("release",):
+        config = tier_config(spec, tier, data)
+        if not isinstance(config, TrainTableConfig):
+            return {}
+        for row, task in units_to_train(config, None):
+            for cell in unit_cells(config, row, task):
+                out.setdefault(cell_name(*cell), f"{row} / {task}")
+    return out
 
 
 def cell_dir(ctx: RunContext, row_cfg: dict, row: str, col: str) -> Path:
@@ -229,8 +242,8 @@ def cell_path(work_dir: Path, tier: str, row_cfg: dict, row: str, col: str) -> P
     """:func:`cell_dir` from the tier's work directory runs/<spec>/<tier>/."""
     shared = row_cfg.get("train_in")
     if shared is None:
-        return work_dir / f"{_slug(row)}__{_slug(col)}"
-    return work_dir.parent.parent / shared["spec"] / tier / f"{_slug(shared['row'])}__{_slug(col)}"
+        return work_dir / cell_folder_name(row, col)
+    return work_dir.parent.parent / shared["spec"] / tier / cell_folder_name(shared["row"], col)
 
 
 def data_work_dir(ctx: RunContext, rows_cfg: Sequence[dict]) -> Path:
@@ -263,9 +276,9 @@ def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path]
     record = sorted(args.items()) + ([("generator_version", version)] if version else [])
     homes = _data_homes(ctx.work_dir if work_dir is None else work_dir, ctx.tier)
     for home in homes:
-        root = home / "data" / _slug(col)
+        root = home / "data" / slug(col)
         done = root / ".complete"
-        with exclusive(home / "data" / f".{_slug(col)}.lock", f"preparing {root}"):
+        with exclusive(home / "data" / f".{slug(col)}.lock", f"preparing {root}"):
             if not done.exists():
                 root.mkdir(parents=True, exist_ok=True)
                 extra = {"progress": ctx.progress} if prep["preparer"] in GENERATORS else {}

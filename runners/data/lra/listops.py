@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from runners.data.base import DataMissing, DatasetError, TaskData, data_root, read_error
-from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS, LISTOPS_SPLIT_FILES, LRA_URL
 from runners.data.cache import cached, content_fingerprint
-from runners.data.lra.common import (EOS_ID, N_SPECIAL, PadCollate, TokenDataset, find_task_dir, pack)
+from runners.data.lra.common import EOS_ID, N_SPECIAL, PadCollate, TokenDataset, find_task_dir, pack
+from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS, LISTOPS_SPLIT_FILES, LRA_URL
 
 SPLIT_FILES = LISTOPS_SPLIT_FILES
 OPERATORS = LISTOPS_OPERATORS

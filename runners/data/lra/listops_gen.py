@@ -25,9 +25,9 @@ from typing import Optional
 
 import numpy as np
 
+from runners.core.atomic import write_text_atomic
 from runners.data.lra.layout import LISTOPS_DIRNAME, LISTOPS_OPERATORS as OPERATORS, LISTOPS_SPLIT_FILES as SPLIT_FILES
-from runners.atomic import write_text_atomic
-from runners.data.progress import progress_bar
+from runners.data.progress_bar import progress_bar
 
 VALUE_P = 0.25  # probability that a node above max_depth is an operator (LRA)
 CHUNK = 250

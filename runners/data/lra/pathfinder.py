@@ -26,9 +26,9 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from runners.data.base import DataMissing, DatasetError, InsideFolder, TaskData, data_root, one_line, read_error
-from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
 from runners.data.cache import cached, content_fingerprint
-from runners.data.lra.common import (ImageSequenceDataset, find_task_dir, stack_collate)
+from runners.data.lra.common import ImageSequenceDataset, find_task_dir, stack_collate
+from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
 
 RESOLUTIONS = (32, 64, 128, 256)
 DIFFICULTY = PATHFINDER_DIFFICULTY

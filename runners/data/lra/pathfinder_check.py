@@ -33,10 +33,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy import ndimage
 
-from runners.atomic import write_text_atomic
+from runners.core.atomic import write_text_atomic
 from runners.data.lra.pathfinder import load_pathfinder
-from runners.data.lra.pathfinder_gen import (PairPool, PathfinderParams, SampleGeometry, _marker, generate_pathfinder,
-                                            intensity_image, paddle_layer, pathfinder_params, render, sample_geometry)
+from runners.data.lra.pathfinder_gen import (
+    PairPool, PathfinderParams, SampleGeometry, _marker, generate_pathfinder, intensity_image, paddle_layer,
+    pathfinder_params, render, sample_geometry)
 
 #: the global statistics shortcut_probe tries, in the order of its result
 SHORTCUT_FEATURES = ("lit_pixels", "total_intensity", "marker_distance", "connected_pieces", "distractors")
@@ -320,7 +321,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     res = learnability(Path(args.out), resolution=args.resolution, n=args.n, gen_seed=args.seed,
                        workers=args.workers, seconds=args.minutes * 60, device=args.device, train_seed=args.seed,
                        channels=args.channels, batch_size=args.batch_size, lr=args.lr)
-    from runners.results import environment
+    from runners.core.provenance import environment
 
     res["environment"] = environment(torch.device(args.device))  # card, versions, commit
     res["min_acc"] = args.min_acc

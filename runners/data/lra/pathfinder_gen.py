@@ -105,9 +105,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 from scipy import ndimage
 
-from runners.atomic import atomic_path, write_text_atomic
+from runners.core.atomic import atomic_path, write_text_atomic
 from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY
-from runners.data.progress import progress_bar
+from runners.data.progress_bar import progress_bar
 
 MAX_PAIR_ATTEMPTS = 10_000_000  # attempts at the two targets before giving up (the original never gives up)
 MAX_BATCH_BYTES = 64 << 20  # memory for one batch of target attempts (occupancies and temporaries)

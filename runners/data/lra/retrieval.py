@@ -15,9 +15,11 @@ import numpy as np
 import torch
 
 from runners.data.base import DataMissing, DatasetError, TaskData, data_root, read_error
-from runners.data.lra.layout import LRA_URL
 from runners.data.cache import cached, content_fingerprint
-from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, PairTokenDataset, TokenDataset, find_task_dir, pack, truncate_bytes)
+from runners.data.lra.layout import LRA_URL
+from runners.data.lra.common import (
+    BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, PairTokenDataset, TokenDataset, find_task_dir, pack,
+    truncate_bytes)
 
 AAN_DIRNAME = "tsv_data"
 SPLIT_FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv",

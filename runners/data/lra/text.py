@@ -16,7 +16,7 @@ import torch
 
 from runners.data.base import DataMissing, InsideFolder, TaskData, data_root
 from runners.data.cache import cached, content_fingerprint
-from runners.data.lra.common import (BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, TokenDataset, pack, truncate_bytes)
+from runners.data.lra.common import BYTE_VOCAB_SIZE, EOS_ID, N_SPECIAL, PadCollate, TokenDataset, pack, truncate_bytes
 
 IMDB_DIRNAME = "aclImdb"
 CLASSES = ("neg", "pos")  # label 0, 1

@@ -2,7 +2,7 @@
 
 The runners' config dataclasses call these in ``__post_init__``, so a spec is checked when it is loaded
 (``runners validate`` and the start of ``runners run``), before any data is read or anything is computed.
-The spec loader prefixes the message with the file and the tier (runners/spec.py, ``build_config``).
+The spec loader prefixes the message with the file and the tier (runners/specs/spec.py, ``build_config``).
 
 Upper bounds are generous (far above any paper setting) and exist to turn a typo such as ``grid: 1e12`` into
 an error instead of an allocation of terabytes.

@@ -8,9 +8,10 @@ those cells of that file.
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from .spec import DATA_VARIANTS, Spec, SpecError
+from ..core.errors import SpecError
+from .spec import DATA_VARIANTS, Spec
 
 #: check keys that mean "this tier measures nothing here"
 UNMEASURED_CHECKS = ("not_run", "context")
@@ -72,3 +73,10 @@ def select_cells(spec: Spec, tier: str, expected: dict, patterns: Sequence[str] 
 
 def selected_set(cells: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]]:
     return frozenset((r, c) for r, c in cells)
+
+
+def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
+    """The runner config of ``tier`` for the data variant ``data`` (see runners/specs/spec.py, ``suite_data``)."""
+    check_data_variant(spec, tier, data)
+    tier_spec = spec.tiers[tier]
+    return tier_spec.suite_data.config if data == "suite" else tier_spec.config

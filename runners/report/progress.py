@@ -4,7 +4,7 @@
 ``runs/<spec id>/<tier or configuration>/<cell>/`` (or ``DIR``, e.g. ``checkpoints/``): the paper's value of the
 cell (its expected file), epochs done of the schedule's, the last complete epoch's validation value and the best so
 far, the training time spent (every call together) beside the projected GPU-hours of the whole schedule
-(runners/projection.py, from a measured step rate), the devices its calls trained on (the checkpoint's segments),
+(runners/report/projection.py, from a measured step rate), the devices its calls trained on (the checkpoint's segments),
 and whether it finished. Nothing here is a verdict: verdicts come from results files (``check``).
 
 ``progress --finished PATTERN`` answers one question for a script: has every checkpoint under ``runs/PATTERN`` (a
@@ -29,12 +29,15 @@ from typing import Any, Optional, Sequence
 
 from tabulate import tabulate
 
+from ..core.errors import SpecError
+from ..core.layout import OVERRIDES_NAME, SET_MARK, cell_folder_name
+from ..specs.expected import expected_path, load_expected, series_cell
+from ..specs.selection import tier_config
+from ..specs.spec import find_spec, load_spec
+from ..train import checkpoint as ckpt_io
+from ..train.table import TrainTableConfig
 from .projection import load_step_rates, projections, series_projection
-from .expected import expected_path, load_expected, series_cell
-from .spec import SpecError, find_spec, load_spec
-from .train import checkpoint as ckpt_io
 
-SET_MARK = "-set-"  # runs/<spec>/<tier>-set-<key>/: a configuration changed by run --set
 CHANCE_MIN_EPOCHS = 3  # complete epochs before a run can be marked at chance
 CHANCE_LOSS_FRACTION = 0.01  # a training loss within 1 % of ln C
 
@@ -68,9 +71,6 @@ class CellProgress:
 def _cell_names(spec_id: str, tier: str) -> dict[str, tuple[str, str]]:
     """{cell folder name: (row, task)} of every training cell of ``spec_id`` at ``tier`` (both data variants; read
     once per spec and tier)."""
-    from .run import tier_config
-    from .train.table import TrainTableConfig, _slug
-
     try:
         spec = load_spec(find_spec(spec_id))
     except SpecError:
@@ -82,7 +82,7 @@ def _cell_names(spec_id: str, tier: str) -> dict[str, tuple[str, str]]:
     for data in variants:
         cfg = tier_config(spec, tier, data)
         if isinstance(cfg, TrainTableConfig):
-            names.update({f"{_slug(row)}__{_slug(col)}": (row, col) for row in cfg.models for col in cfg.tasks})
+            names.update({cell_folder_name(row, col): (row, col) for row in cfg.models for col in cfg.tasks})
     return names
 
 
@@ -103,8 +103,6 @@ def _number(value: Any) -> Optional[float]:
 def read_overrides(folder: Path) -> list[str]:
     """The ``--set`` texts that made a ``<tier>-set-<key>`` folder (its overrides.json); ValueError naming the file
     where they were not recorded or cannot be read."""
-    from .run import OVERRIDES_NAME
-
     path = folder / OVERRIDES_NAME
     if not path.is_file():
         raise ValueError(f"no {OVERRIDES_NAME}: overrides not recorded")

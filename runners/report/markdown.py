@@ -6,27 +6,30 @@ local/tables/ (each value names the store its results file lies in); from the re
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from . import result_files
-from . import results as results_mod
-from . import textfmt
-from .compare import (CellVerdict, ResultsError, compare, context_count, counts_text, judge_tier, load_tier_results,
-                      sanity_summary, summary)
-from .expected import expected_path, load_expected
+from ..core import layout, textfmt
+from ..core.atomic import write_text_atomic
+from ..core.textfmt import column_label, fmt
+from ..judge.repeats import repeat_lines, repeated_cells
+from ..judge.verdicts import CellVerdict, compare, context_count, counts_text, judge_tier, sanity_summary, summary
+from ..specs.expected import expected_path, load_expected
+from ..specs.overrides import apply_overrides
+from ..specs.registry import PLOTS
+from ..specs.selection import tier_config
+from ..specs.spec import TIERS, Spec, command_for, load_spec, spec_paths
+from ..store import read as result_files
+from ..store.read import ResultsError, load_tier_results
+from ..train.table import training_series
 from .glance import glance_lines
-from .plots import PLOTS
 from .projection import cell_projection, load_step_rates, measured_hours, projection_text, projections
-from .repeats import repeat_lines, repeated_cells
-from .results import write_text_atomic
-from .run import command_for, training_series
 from .shared_runs import newer_shared_run_lines
-from .spec import TIERS, Spec, load_spec, spec_paths
-from .textfmt import column_label, fmt
 
 TABLES_DIR = Path("tables")
 PAPER_NAMES = {"s4": "S4 (Gu, Goel, Re, ICLR 2022)", "s4d": "S4D (Gu, Gupta, Goel, Re, 2022)"}
@@ -41,7 +44,7 @@ def reports_dir() -> Path:
     the local store's local/tables/ (the committed reports are never rewritten from local results)."""
     if result_files.READ_FROM == result_files.REFERENCE:
         return TABLES_DIR
-    return results_mod.local_tables_dir()
+    return layout.local_tables_dir()
 
 
 def step_rates(results_root: Path | None) -> list[tuple[Path, dict]]:
@@ -175,12 +178,6 @@ def config_drift(spec: Spec, tier: str, result: dict) -> list[str]:
     """The settings of ``tier`` whose value in the configuration a results file recorded differs from the spec's
     configuration now (the file's data variant and ``--set`` overrides applied to both), as "`key` (then X, now Y)".
     For a training table only the tasks and rows the file measured count. [] when nothing changed."""
-    import dataclasses
-    import json
-
-    from .overrides import apply_overrides
-    from .run import tier_config
-
     def plain(x: Any) -> Any:  # tuples as lists, as the results file holds them
         return json.loads(json.dumps(x, default=str))
 
@@ -271,9 +268,9 @@ def _draw(spec: Spec, expected: dict, tier: str, loaded: list[tuple[Path, dict]]
 
 def gpu_time_lines(spec_id: str, tier: str, files: list[tuple[Path, dict]], verdicts: list[CellVerdict],
                    records: list[tuple[Path, dict]], series: dict[str, str] | None = None) -> list[str]:
-    """A table of the tier's cells that have a projected GPU time (runners/projection.py): the projection and
+    """A table of the tier's cells that have a projected GPU time (runners/report/projection.py): the projection and
     the GPU-hours the cell's training took in the results file that judged it. ``series``: each cell's training
-    series (``runners.run.training_series``), for the cells a step-rate record does not list by name."""
+    series (``runners.train.table.training_series``), for the cells a step-rate record does not list by name."""
     projected = projections(records, spec_id, tier)
     rows = []
     for v in verdicts:
@@ -294,9 +291,9 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
                 loaded: Loaded | None = None) -> dict[str, list[CellVerdict] | None]:
     """Write <out_dir>/<id>.md (+ plots); return the verdicts per tier (None where not run).
 
-    ``results_root``: the results folder to read (None: the folders :func:`runners.result_files.read_roots`
+    ``results_root``: the results folder to read (None: the folders :func:`runners.store.read.read_roots`
     names, by default the reference store overlaid by the local one); ``loaded``: the tier's results files as
-    :func:`runners.compare.load_tier_results` gives them (read here when not given).
+    :func:`runners.judge.verdicts.load_tier_results` gives them (read here when not given).
     """
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}
@@ -435,7 +432,7 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
     """Reports for every spec and the index <out_dir>/README.md; returns the index path.
 
     ``out_dir``: default :func:`reports_dir` (local/tables/, or tables/ for the reference store alone);
-    ``results_root``: one results folder to read, default the folders of :func:`runners.result_files.read_roots`.
+    ``results_root``: one results folder to read, default the folders of :func:`runners.store.read.read_roots`.
     Every results file is read and checked before anything is written: a corrupt one stops the report with a
     one-line :class:`ResultsError` naming it.
     """

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .compare import CellVerdict, judge_tier
-from .repeats import Repeat, provenance
-from .textfmt import column_label, fmt, paper_text
+from ..core.textfmt import column_label, fmt, paper_text
+from ..judge.repeats import Repeat, provenance
+from ..judge.verdicts import CellVerdict, judge_tier
 
 JUDGED = ("PASS", "IMPROVED", "FAIL")
 LISTED_CELLS = 6  # a bullet names each cell's value up to this many cells; beyond, counts only
@@ -139,9 +139,9 @@ def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[Cell
     """The verdicts of the spec's other tiers, read from the results folder ``files`` come from (the report's
     glance names their FAILs; files from both stores: the stores read now, overlaid); {} where that cannot be told
     (no files, or files not under results/<spec id>/)."""
-    from .expected import expected_path, load_expected
-    from .result_files import load_tier_results
-    from .spec import TIERS
+    from ..specs.expected import expected_path, load_expected
+    from ..store.read import load_tier_results
+    from ..specs.spec import TIERS
 
     if not files or not isinstance(files[0][0], Path) or not isinstance(files[0][1].get("spec_id"), str):
         return {}
@@ -164,7 +164,7 @@ def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[Cell
 def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVerdict],
                  repeats: list[Repeat] = (), tiers: dict[str, list[CellVerdict]] | None = None) -> list[str]:
     """Markdown lines for the top of a report: the measured claims of ``tier`` grouped by column and results file,
-    then the claims measured in more than one run (``repeats``, :func:`runners.repeats.repeated_cells`) with the
+    then the claims measured in more than one run (``repeats``, :func:`runners.judge.repeats.repeated_cells`) with the
     spread of their values and whether an earlier run's verdict differs; the tier's sanity FAILs; every other
     tier's FAILs (``tiers``: tier -> verdicts; read from the results folder of ``files`` when not given); the
     claims that passed only after earlier runs failed; the cells trained partly on uncommitted code; the PASSes

@@ -10,7 +10,7 @@
 Each tier's mapping holds the framework keys ``device`` and ``seed``; the rest is the runner's config,
 built into the runner's dataclass with every unknown key or wrong type reported with file and key. Every seed
 (the tier's, and any ``seed`` / ``*_seed`` setting in it) is an integer in numpy's range [0, 2**32 - 1]. Each file
-is read by the one YAML loader (runners/yamlio.py: bounded, text keys, plain values).
+is read by the one YAML loader (runners/core/yamlio.py: bounded, text keys, plain values).
 
 A tier may also hold ``suite_data``: the same configuration run on data the suite makes by the dataset's own
 published procedure (``run --data suite``), for training tables whose datasets have a generator (LRA ListOps,
@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .yamlio import MAX_EXPANDED, file_kind, load_yaml, non_finite, plain_problem
+from ..core import layout
+from ..core.errors import SpecError
+from ..core.yamlio import MAX_EXPANDED, file_kind, load_yaml, non_finite, plain_problem
 
 TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
@@ -60,10 +62,6 @@ MAX_INCLUDES = 64
 PROJECT_MARKERS = (".git", "pyproject.toml", "reproductions", "expected")
 #: a spec id: the results/, runs/ and tables/ names are built from it, so it is a plain name (no '/', no '..')
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
-
-
-class SpecError(ValueError):
-    """A spec or expected file is invalid: the message names the file, the key and what is allowed."""
 
 
 @dataclass
@@ -98,7 +96,7 @@ class Spec:
     tiers: dict[str, TierSpec]
     resolved: dict = field(repr=False)
     description: str = ""
-    overrides: list[str] = field(default_factory=list)  # ``run --set KEY=VALUE`` texts applied (runners/overrides.py)
+    overrides: list[str] = field(default_factory=list)  # ``run --set KEY=VALUE`` texts applied (runners/specs/overrides.py)
     shown: dict[str, str] = field(default_factory=dict)  # tier -> what a run of that tier shows / does not show
 
 
@@ -213,7 +211,7 @@ def resolve_includes(path: Path) -> dict:
     """The spec with its ``include:`` files merged underneath it (includes relative to the including file; each
     file read once; bounded by :data:`MAX_INCLUDE_DEPTH`, :data:`MAX_INCLUDE_FILES` and :data:`MAX_INCLUDES`; every
     include a regular file inside the spec's project). The merged mapping is plain and bounded as each file is
-    (runners/yamlio.py)."""
+    (runners/core/yamlio.py)."""
     path = Path(path).resolve()
     doc = _Includes(path).resolve(path)
     problem = plain_problem(doc, limit=MAX_EXPANDED)
@@ -336,7 +334,7 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
         raise SpecError(f"{path}: key 'runner' is {doc['runner']!r}, not a registered runner; allowed: "
                         f"{', '.join(sorted(registry.load_all()))}") from None
     plots = doc.get("plots", []) or []
-    from .plots import PLOTS
+    from .registry import PLOTS
 
     bad = [p for p in plots if p not in PLOTS]
     if bad:
@@ -439,3 +437,16 @@ def find_spec(name: str, root: Path | None = None) -> Path:
             return path
         ids.append(spec_id if isinstance(spec_id, str) else path.stem)
     raise NoSuchSpec(f"no spec named {name!r} under {root or SPEC_DIR}; known: {', '.join(ids)}")
+
+
+def command_for(spec: Spec, tier: str) -> str:
+    """The command that runs ``spec`` at ``tier``: its make target where it has one, and the CLI."""
+    cli = f"ssm-repro run {spec.path} --tier {tier}"
+    return f"make {spec.make} TIER={tier}   (or: {cli})" if spec.make else cli
+
+
+def work_dir_for(spec: Spec, tier: str) -> Path:
+    """Scratch space of a spec's tier (checkpoints, generated data): runs/<spec id>/<tier>/; for a run with ``--set``
+    overrides, runs/<spec id>/<tier>-set-<key>/, keyed by the tier's resolved configuration (runners/core/layout.py,
+    ``tier_work_dir``)."""
+    return layout.tier_work_dir(spec.id, tier, bool(spec.overrides), spec.resolved.get("tiers", {}).get(tier))

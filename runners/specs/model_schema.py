@@ -113,7 +113,7 @@ TRANSFORMER_KEYS: dict[str, Check] = {
     "pool": _choice(POOLS),
     "n_features": _opt(_int(1, 1 << 16)),
     "dropout": _DROPOUT,
-    "feature_seed": _int(0, 2**32 - 1),  # a seed: numpy's range, as every seed of a spec (runners/spec.py)
+    "feature_seed": _int(0, 2**32 - 1),  # a seed: numpy's range, as every seed of a spec (runners/specs/spec.py)
 }
 
 LSSL_KEYS: dict[str, Check] = {

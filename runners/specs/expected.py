@@ -6,8 +6,9 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from .spec import TIERS, SpecError
-from .yamlio import load_yaml, non_finite
+from ..core.errors import SpecError
+from ..core.yamlio import load_yaml, non_finite
+from .spec import TIERS
 
 EXPECTED_DIR = Path("expected")
 

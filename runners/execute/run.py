@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
-import os
 import random
 import shutil
 import time
@@ -15,27 +13,20 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from . import registry
-from .atomic import write_text_atomic
-from .data.base import DatasetError, data_root
-from .data.status import raise_for_data_problems
-from .expected import expected_path, load_expected
-from .lockfile import exclusive
-from .results import environment, local_results_dir, utc_now, write_new_result
-from .selection import check_data_variant, select_cells, selected_set
-from .spec import ID_PATTERN, Spec, SpecError
-from .train.checkpoint import CheckpointMismatch
-
-RUNS_DIR = Path(os.environ.get("SSM_RUNS_DIR", "runs"))
-
-
-class NotRunnable(RuntimeError):
-    """This tier cannot run here (no GPU, no data): the message says why and what would run it."""
-
-
-def command_for(spec: Spec, tier: str) -> str:
-    cli = f"ssm-repro run {spec.path} --tier {tier}"
-    return f"make {spec.make} TIER={tier}   (or: {cli})" if spec.make else cli
+from ..core import layout
+from ..core.atomic import write_text_atomic
+from ..core.errors import NotRunnable, SpecError
+from ..core.lock import exclusive
+from ..core.provenance import environment, physical_device_key, utc_now
+from ..data.base import DatasetError, data_root
+from ..data.status import raise_for_data_problems
+from ..specs import registry
+from ..specs.expected import expected_path, load_expected
+from ..specs.selection import select_cells, selected_set, tier_config
+from ..specs.spec import ID_PATTERN, Spec, command_for, work_dir_for
+from ..store.write import write_new_result
+from ..train.checkpoint import CheckpointMismatch
+from ..train.table import TrainTableConfig, cell_path, units_to_train
 
 
 def seed_everything(seed: int) -> None:
@@ -44,22 +35,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def physical_device_key(device: torch.device) -> str:
-    """A name of the card behind ``device`` that is the same in every process: CUDA numbers the cards each process
-    sees (``CUDA_VISIBLE_DEVICES``), so two processes given different cards both call theirs cuda:0; the card's
-    UUID tells them apart. The CPU is one device."""
-    if device.type != "cuda":
-        return device.type
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return f"cuda-{torch.cuda.get_device_properties(index).uuid}"
-
-
 def run_lock(kind: str, work_dir: Path, device: torch.device) -> contextlib.AbstractContextManager:
     """The lock a run holds: a benchmark one per device (a concurrent run would distort its timings), an analytic
     one per spec and tier; training locks each cell and each prepared dataset itself (runners/train/table.py), so
     that several processes can share a table's cells."""
     if kind == "benchmark":
-        return exclusive(RUNS_DIR / f".benchmark-{physical_device_key(device)}.lock", f"benchmarks on {device}")
+        return exclusive(layout.RUNS_DIR / f".benchmark-{physical_device_key(device)}.lock", f"benchmarks on {device}")
     if kind == "analytic":
         return exclusive(work_dir.parent / f".{work_dir.name}.lock", f"{work_dir}")
     return contextlib.nullcontext()
@@ -71,8 +52,6 @@ def restart_cells(spec: Spec, tier: str, config: Any, selected: frozenset | None
     so that they start over: for a training table, the run directories of the (row, task) pairs that the
     selection trains; for other runners, everything of the tier. Prepared datasets (``data/``) are kept: they
     depend on their own arguments only, which are checked when they are reused. Returns the deleted paths."""
-    from .train.table import TrainTableConfig
-
     work_dir = work_dir_for(spec, tier)
     if isinstance(config, TrainTableConfig):
         paths = training_folders(spec, tier, config, selected, units)
@@ -94,8 +73,6 @@ def training_folders(spec: Spec, tier: str, config: Any, selected: frozenset | N
     """The folders runs/<spec>/<tier>[-set-<key>]/<row>__<task>/ where a training table's selected (row, task)
     pairs train and keep their checkpoints (all pairs when ``selected`` is None; of these, only ``units`` when
     given); a row with ``train_in`` trains in the other spec's folder of that row."""
-    from .train.table import cell_path, units_to_train
-
     work_dir = work_dir_for(spec, tier)
     only = None if units is None else frozenset(map(tuple, units))
     return [cell_path(work_dir, tier, config.models[row], row, col)
@@ -106,49 +83,10 @@ class ResultsNotWritten(SpecError):
     """A run's results file could not be written; the message names the recovery file that holds its values."""
 
 
-def tier_config(spec: Spec, tier: str, data: str = "release") -> Any:
-    """The runner config of ``tier`` for the data variant ``data`` (see runners/spec.py, ``suite_data``)."""
-    check_data_variant(spec, tier, data)
-    tier_spec = spec.tiers[tier]
-    return tier_spec.suite_data.config if data == "suite" else tier_spec.config
-
-
-def training_series(spec: Spec, tier: str) -> dict[str, str]:
-    """{"row/column": "<model row> / <task>"} for every cell a training table's tier reports, over its data variants
-    (the release, and the suite's where the tier has one): the training unit, and so the step rate, behind each
-    cell. Empty for other runners."""
-    from .selection import cell_name
-    from .train.table import TrainTableConfig, unit_cells, units_to_train
-
-    out: dict[str, str] = {}
-    for data in ("release", "suite") if spec.tiers[tier].suite_data is not None else ("release",):
-        config = tier_config(spec, tier, data)
-        if not isinstance(config, TrainTableConfig):
-            return {}
-        for row, task in units_to_train(config, None):
-            for cell in unit_cells(config, row, task):
-                out.setdefault(cell_name(*cell), f"{row} / {task}")
-    return out
-
-
-def work_dir_for(spec: Spec, tier: str) -> Path:
-    """Scratch space of a spec's tier (checkpoints, generated data): runs/<spec id>/<tier>/; for a run with ``--set``
-    overrides, runs/<spec id>/<tier>-set-<key>/, keyed by the tier's resolved configuration: each configuration
-    trains in its own folder, so a changed setting never meets the spec's checkpoints (nor touches them), and the
-    same overrides resume their own run."""
-    if not spec.overrides:
-        return RUNS_DIR / spec.id / tier
-    resolved = json.dumps(spec.resolved.get("tiers", {}).get(tier), sort_keys=True, default=str)
-    return RUNS_DIR / spec.id / f"{tier}-set-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}"
-
-
-OVERRIDES_NAME = "overrides.json"  # in a runs/<spec id>/<tier>-set-<key>/ folder: the --set texts that made it
-
-
 def record_overrides(spec: Spec, work_dir: Path) -> None:
     """Write the ``--set`` texts of a run into its folder (once: the folder's key is the configuration they give),
     so that ``progress`` and a reader can tell what a ``<tier>-set-<key>`` folder trains."""
-    path = work_dir / OVERRIDES_NAME
+    path = work_dir / layout.OVERRIDES_NAME
     if spec.overrides and not path.exists():
         write_text_atomic(path, json.dumps({"set": list(spec.overrides)}, indent=1) + "\n")
 
@@ -160,11 +98,11 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     """Run ``spec`` at ``tier``; return the path of the new results file (never overwrites one), written under
     ``results_root`` (default: the local store, local/results/; the reference store results/ only when asked).
 
-    ``cells``: glob patterns on "row/column" (runners/selection.py); ``data``: "release" or "suite" (the tier's
+    ``cells``: glob patterns on "row/column" (runners/specs/selection.py); ``data``: "release" or "suite" (the tier's
     suite-data variant); ``deadline``: a ``time.time()`` value after which training checkpoints and stops
-    (raises :class:`runners.registry.Paused`; the same call resumes); ``write_result=False`` trains / computes
+    (raises :class:`runners.core.errors.Paused`; the same call resumes); ``write_result=False`` trains / computes
     without writing a results file (returns None); ``units``: train only these (row, task) pairs of a training
-    table (one child of ``run --gpus``, runners/scheduler.py); ``logs``: extra training logs beside each cell's
+    table (one child of ``run --gpus``, runners/execute/scheduler.py); ``logs``: extra training logs beside each cell's
     metrics.jsonl (``run --log tensorboard``); ``restart``: the selected cells start over
     (:func:`restart_cells`).
     """
@@ -242,7 +180,7 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "notes": output.notes,
         "problems": output.problems,
     }
-    path = write_result_or_recover(spec, tier, result, results_root or local_results_dir())
+    path = write_result_or_recover(spec, tier, result, results_root or layout.local_results_dir())
     raise_for_data_problems(output.problems, path, f"{spec.id} tier '{tier}'", command_for(spec, tier))  # exit 3 / 2
     return path
 

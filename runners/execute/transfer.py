@@ -1,7 +1,7 @@
 """Move training checkpoints between machines through a flat folder of plainly named files.
 
-    python -m runners.train.transfer pack runs/ OUT [--cells GLOB] [--unfinished-only]  # checkpoint.pt -> OUT/
-    python -m runners.train.transfer unpack OUT runs/             # back to runs/<spec>/<tier>/<cell>/checkpoint.pt
+    python -m runners.execute.transfer pack runs/ OUT [--cells GLOB] [--unfinished-only]  # checkpoint.pt -> OUT/
+    python -m runners.execute.transfer unpack OUT runs/             # back to runs/<spec>/<tier>/<cell>/checkpoint.pt
 
 A training cell's checkpoint lives at ``runs/<spec id>/<tier>/<row>__<task>/checkpoint.pt`` (its metrics.jsonl is
 rewritten from the checkpoint's history when the run resumes, so the checkpoint is all a resumed run needs). Cell
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence
 
-from runners.atomic import atomic_path, write_text_atomic
+from runners.core.atomic import atomic_path, write_text_atomic
 
 MANIFEST = "transfer_manifest.json"
 CHECKPOINT = "checkpoint.pt"
@@ -60,7 +60,7 @@ def pack(runs: Path, out: Path, cells: Sequence[str] = (), unfinished_only: bool
         fnmatch.fnmatchcase("/".join(p.relative_to(runs).parts[:-1]), g) for g in cells)]
     finished = []
     if unfinished_only:  # an unreadable checkpoint is not judged finished: it is packed
-        from runners.progress import summarize  # reads each checkpoint: only when asked
+        from runners.report.progress import summarize  # reads each checkpoint: only when asked
 
         finished = [p for p in picked if summarize(p, runs, []).finished]
         picked = [p for p in picked if p not in finished]

@@ -18,8 +18,9 @@ from typing import Any, Iterator, Sequence
 
 import yaml
 
-from .spec import FRAMEWORK_KEYS, Spec, SpecError, load_spec
-from .yamlio import load_yaml_text
+from ..core.errors import SpecError
+from ..core.yamlio import load_yaml_text
+from .spec import FRAMEWORK_KEYS, Spec, load_spec
 
 
 
@@ -38,7 +39,7 @@ def parse_override(text: str) -> Override:
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
         raise SpecError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. --set train.lr=0.004")
-    # the one YAML loader (runners/yamlio.py): no key given twice, aliases bounded, plain values only
+    # the one YAML loader (runners/core/yamlio.py): no key given twice, aliases bounded, plain values only
     value = load_yaml_text(raw, f"--set {text!r}", SpecError, key=key)
     return Override(text, key, value, add)
 
@@ -54,8 +55,8 @@ def _walk(node: Any, prefix: str = "") -> Iterator[str]:
 
 def known_keys(raw: dict, config_cls: type) -> list[str]:
     """The keys ``--set`` accepts for a tier whose mapping is ``raw`` and whose runner config is ``config_cls``."""
-    from .train.config import TrainConfig
-    from .train.table import TrainTableConfig
+    from ..train.config import TrainConfig
+    from ..train.table import TrainTableConfig
 
     keys = set(_walk(raw)) | set(FRAMEWORK_KEYS) | {f.name for f in dataclasses.fields(config_cls)}
     if issubclass(config_cls, TrainTableConfig):  # each row and task of a training table may hold train settings
@@ -158,7 +159,7 @@ def apply_overrides(spec: Spec, tier: str, texts: Sequence[str]) -> Spec:
 def resolved_config(spec: Spec, tier: str, data: str = "release") -> dict:
     """The tier's whole configuration: framework keys, then every field of the runner's config with its
     default filled in (what the runner receives; ``data="suite"``: the tier's suite-data variant)."""
-    from .run import tier_config
+    from .selection import tier_config
 
     tier_spec = spec.tiers[tier]
     config = dataclasses.asdict(tier_config(spec, tier, data))

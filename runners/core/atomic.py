@@ -1,15 +1,17 @@
 """Atomic file writes: write a temp file in the target's folder, then os.replace it onto the target, so a reader
-never sees a half-written file and a failure leaves the old one (and no temp file). No torch import: the data
-generators' worker processes use it and start fast."""
+never sees a half-written file and a failure leaves the old one (and no temp file); JSON written that way. No torch
+import: the data generators' worker processes use it and start fast."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 
 #: a temp file older than this (seconds) was left by a writer that was killed: every write here takes far less
@@ -111,3 +113,25 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def to_json_text(obj: Any) -> str:
+    """``obj`` as the suite writes JSON files: indented, keys in their order, paths and devices as text, numpy and
+    torch scalars as numbers."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """JSON through :func:`write_text_atomic`."""
+    write_text_atomic(path, to_json_text(obj))
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    torch = sys.modules.get("torch")  # a torch.device can only exist where torch is imported
+    if torch is not None and isinstance(obj, torch.device):
+        return str(obj)
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")

@@ -4,10 +4,10 @@ One (spec, tier) may have several results files (a run of some cells, a rerun of
 judged by the newest file whose ``selected_cells`` holds it and that measured it (:func:`judge_tier`): a newer file
 that left the cell null with a declared reason (not measured here) never hides an older measurement. The check
 kinds and their verdicts are described in expected/README.md; the results files are read and checked by
-:mod:`runners.result_files` (re-exported here).
+:mod:`runners.store.read` (re-exported here).
 
 Every judged value is first held against its unit's physical range (% in [0, 100], times, memory, rates and
-speed-ups > 0, ...: :func:`runners.expected.unit_range`), in the cell itself and in the cells an ordering refers to;
+speed-ups > 0, ...: :func:`runners.specs.expected.unit_range`), in the cell itself and in the cells an ordering refers to;
 a null value is FAIL where the results file shows the cell was trained and gave none (every validation metric NaN:
 diverged), and NOT-RUN only with the runner's reason.
 """
@@ -19,10 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expected import DEFAULT_PLAUSIBLE_FACTOR, check_kind, check_role, fraction_error, range_error, unit_range
-from .result_files import (ResultsError, latest_result, load_result, load_tier_results,  # noqa: F401 (re-exported)
-                           result_errors, result_paths)
-from .textfmt import column_label, fmt
+from ..core.textfmt import column_label, fmt
+from ..specs.expected import DEFAULT_PLAUSIBLE_FACTOR, check_kind, check_role, fraction_error, range_error, unit_range
 
 CLAIM_VERDICTS = ("PASS", "FAIL", "IMPROVED", "NOT-RUN")
 VERDICTS = CLAIM_VERDICTS + ("CONTEXT",)
@@ -174,7 +172,7 @@ def value_problem(value: float, unit: Any, cell: dict, check: dict | None = None
                   recorded_unit: Any = None) -> str | None:
     """Why a finite measured value cannot be a measurement of ``cell``: outside its unit's physical range (the
     expected file's unit; the results file's own where the expected unit has no range), or a fraction in a %
-    cell whose paper value is a percentage (:func:`runners.expected.fraction_error`). None when it can be."""
+    cell whose paper value is a percentage (:func:`runners.specs.expected.fraction_error`). None when it can be."""
     used = unit if unit_range(unit) is not None or unit_range(recorded_unit) is None else recorded_unit
     return range_error(value, used) or fraction_error(value, used, _reference(cell, check))
 

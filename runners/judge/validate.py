@@ -1,14 +1,14 @@
 """Checks of the specs and expected files together, before anything runs (``runners validate``, start of ``run``).
 
-Per spec: it loads (runners/spec.py: keys, types, ranges of the runner's config), its expected file exists and
-loads (runners/expected.py), and every expected cell that a tier checks is a cell that tier's config can
-produce (for runners that can tell their cells from the config: the ``cells`` hook of runners/registry.py).
+Per spec: it loads (runners/specs/spec.py: keys, types, ranges of the runner's config), its expected file exists and
+loads (runners/specs/expected.py), and every expected cell that a tier checks is a cell that tier's config can
+produce (for runners that can tell their cells from the config: the ``cells`` hook of runners/specs/registry.py).
 Over all specs: ids are unique, and every expected file belongs to a spec.
 
 What ``run`` would otherwise refuse only after running is checked here too (``check_spec``, which ``run`` calls
 before anything runs, so both say the same line): the resolved spec and each tier's config can be written to the
 results file as JSON, within :data:`MAX_RESULTS_SPEC_BYTES`; no ``ordering`` check names its own cell; lists whose
-entries name cells hold no entry twice (runners/schema.py, ``check_ints``: a config check, so ``load_spec``).
+entries name cells hold no entry twice (runners/specs/schema.py, ``check_ints``: a config check, so ``load_spec``).
 """
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import registry
-from .expected import CHECK_KINDS, EXPECTED_DIR, expected_path, load_expected
-from .selection import UNMEASURED_CHECKS, select_cells
-from .spec import TIERS, Spec, SpecError, id_matches_file, load_spec, spec_paths
-from .yamlio import plain_problem
+from ..core.errors import SpecError
+from ..core.yamlio import plain_problem
+from ..specs import registry
+from ..specs.expected import CHECK_KINDS, EXPECTED_DIR, expected_path, load_expected
+from ..specs.selection import UNMEASURED_CHECKS, select_cells
+from ..specs.spec import TIERS, Spec, id_matches_file, load_spec, spec_paths
 
 #: the resolved spec and a tier's config as they are embedded in a results file (JSON): at most this many bytes
 MAX_RESULTS_SPEC_BYTES = 8 << 20
@@ -29,7 +30,7 @@ MAX_RESULTS_SPEC_BYTES = 8 << 20
 def json_problem(spec: Spec) -> str | None:
     """Why the results file of ``spec`` could not embed its resolved spec and a tier's config (the resolved spec
     not plain, a value JSON cannot write, or too large), as one line naming the file and key; None when it can."""
-    from .results import to_json_text
+    from ..core.atomic import to_json_text
 
     problem = plain_problem(spec.resolved)
     if problem:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-EXIT_PAUSED = 4  # a child (or the whole run) stopped at its deadline; the same command resumes it
+from ..core.errors import EXIT_PAUSED
+from ..core.layout import CELLS_PER_GPU_ENV, cell_folder_name
 
 Unit = tuple[str, str]  # (row, task)
 #: launch(unit, gpu, log path, minutes left or None) -> a started process (``poll()``, ``wait()``, ``returncode``)
@@ -65,9 +66,8 @@ def parse_gpus(text: str) -> list[str]:
 
 
 def unit_slug(unit: Unit) -> str:
-    from .train.table import _slug
-
-    return f"{_slug(unit[0])}__{_slug(unit[1])}"
+    """The name of a unit's log file: its cell folder's name (runners/core/layout.py)."""
+    return cell_folder_name(*unit)
 
 
 def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher, log_dir: Path,
@@ -107,10 +107,6 @@ def schedule_units(units: Sequence[Unit], gpus: Sequence[str], launch: Launcher,
             out.not_started += queue
             queue = []
     return out
-
-
-#: environment variable telling a child how many cells share its GPU (recorded with its measured steps/s)
-CELLS_PER_GPU_ENV = "SSM_CELLS_PER_GPU"
 
 
 def child_launcher(spec_path: Path, tier: str, data: str, patterns: Sequence[str], env: dict | None = None,

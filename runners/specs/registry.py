@@ -1,4 +1,5 @@
-"""Registry of runners by name: each runner turns one tier's config into measured cells.
+"""Registries of runners and plots by name. A runner turns one tier's config into measured cells; a plot draws a
+results file's ``series``.
 
 A runner is registered with the dataclass that describes its config; the spec loader builds
 that dataclass from the tier's YAML mapping and reports unknown keys or wrong types with the
@@ -18,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from tqdm.auto import tqdm
@@ -81,15 +82,6 @@ class RunContext:
             return
         done = ", ".join(_cell_text(c, label) for c in cells[n0:]) or "no cell"
         _say(f"[{self.spec_id} {self.tier}] {label}: done in {seconds:.1f} s: {done}")
-
-
-class Paused(RuntimeError):
-    """A deadline (``run --stop-after-minutes``) stopped a runner before every selected cell finished. Its state is
-    checkpointed and the same command resumes it; ``cells`` says where each unfinished cell stands."""
-
-    def __init__(self, cells: list[str]) -> None:
-        super().__init__("; ".join(cells))
-        self.cells = cells
 
 
 def _say(line: str) -> None:
@@ -164,3 +156,21 @@ def get(name: str) -> RunnerEntry:
     if name not in RUNNERS:
         raise KeyError(name)
     return RUNNERS[name]
+
+
+# ---------------------------------------------------------------------------------------------------------- plots
+#: A plot: ``fn(result, path, expected)``. ``result`` is the whole results JSON, ``expected`` the table's expected
+#: file (for the paper's values); the function writes a PNG at ``path``. A spec names plots; the report draws them.
+PlotFn = Callable[[dict, Path, Optional[dict]], None]
+PLOTS: dict[str, PlotFn] = {}
+
+
+def register_plot(name: str) -> Callable[[PlotFn], PlotFn]:
+    """``@register_plot("theorem3_basis")`` above ``def plot(result, path, expected=None) -> None``."""
+    def wrap(fn: PlotFn) -> PlotFn:
+        if name in PLOTS:
+            raise ValueError(f"plot {name!r} registered twice")
+        PLOTS[name] = fn
+        return fn
+
+    return wrap

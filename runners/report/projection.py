@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-from .result_files import read_json_file
+from ..store.read import read_json_file
 
 STEP_RATES = "step-rates"  # folder under the results root
 _KEYS = {"spec_id": str, "tier": str, "row": str, "task": str, "batch": int, "n_train": int,

@@ -7,7 +7,7 @@ expected cell's ``better`` (expected/<id>.yaml: higher or lower), or when A meas
 leaves out is shown as "not selected in B" and not judged). A cell measured only in B, or without a ``better``
 (a cell the expected file does not list), is shown and not judged.
 
-Both files are read by the suite's one loader (:mod:`runners.result_files`: a regular file, UTF-8 JSON without a
+Both files are read by the suite's one loader (:mod:`runners.store.read`: a regular file, UTF-8 JSON without a
 key given twice, the results schema). The ``spec_id`` a file records is a plain spec id, resolved through the
 specs under reproductions/ (never used as a path); its expected file gives each cell's ``better``.
 
@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .expected import expected_path, load_expected
-from .result_files import ResultsError, check_result, plain_id_error, read_json_file
-from .spec import SpecError, resolve_includes, spec_paths
+from ..core.errors import SpecError
+from ..specs.expected import expected_path, load_expected
+from ..specs.spec import resolve_includes, spec_paths
+from ..store.read import ResultsError, check_result, plain_id_error, read_json_file
 
 STATUSES = ("regressed", "improved", "within", "failed now", "not finite now", "fixed", "only in A",
             "not selected in B", "only in B", "not judged")

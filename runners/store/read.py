@@ -19,7 +19,7 @@ The files of one (spec, tier) are ordered by the time they record (``finished``,
 records neither by its name's stamp), newest first -- never by their names alone, so a copy named
 ``20991231T000000_smoke.json`` outranks nothing (and, dated in the future, is refused).
 
-Two stores hold results files (:mod:`runners.results`): the reference store ``results/`` (committed) and the local
+Two stores hold results files (runners/core/layout.py): the reference store ``results/`` (committed) and the local
 store ``local/results/`` (a researcher's runs, git-ignored). By default (:data:`READ_FROM` None) a tier's files are
 those of both stores, ordered together by the time they record: a newer local run of a cell is what judges it, and
 the cells it did not run keep the reference's verdict. :func:`store_of` names the store a file came from.
@@ -35,8 +35,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .spec import ID_PATTERN, TIERS
-from .yamlio import file_kind
+from ..core import layout
+from ..core.yamlio import file_kind
+from ..specs.expected import expected_path, load_expected
+from ..specs.spec import ID_PATTERN, TIERS
 
 #: how far in the future a recorded time or a file name's stamp may lie (clocks of the machines that wrote the
 #: results differ a little); beyond it the file is refused as dated in the future
@@ -62,19 +64,15 @@ READ_FROM: str | Path | None = None
 
 def results_root() -> Path:
     """The reference store's folder (``results/``, or ``$SSM_RESULTS_DIR``)."""
-    from . import results as results_mod
-
-    return results_mod.RESULTS_DIR
+    return layout.RESULTS_DIR
 
 
 def store_root(store: str) -> Path:
     """The results folder of ``store`` ("reference": ``results/``; "local": ``local/results/``)."""
-    from . import results as results_mod
-
     if store == REFERENCE:
-        return results_mod.RESULTS_DIR
+        return layout.RESULTS_DIR
     if store == LOCAL:
-        return results_mod.local_results_dir()
+        return layout.local_results_dir()
     raise ValueError(f"no results store named {store!r}; allowed: {', '.join(STORES)}")
 
 
@@ -345,8 +343,6 @@ _EXPECTED_CACHE: dict[tuple[str, int, int], dict] = {}
 
 def expected_for(spec_id: str) -> dict | None:
     """The expected file of ``spec_id`` (a plain id) when it exists, loaded and checked once per version."""
-    from .expected import expected_path, load_expected
-
     path = expected_path(spec_id)
     try:
         st = path.stat()

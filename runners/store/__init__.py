@@ -1,0 +1,1 @@
+"""Results files: writing them (one per run, never overwritten) and reading them back, checked."""
