@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,12 +28,17 @@ CORPUS = Path(__file__).resolve().parent / "corpus" / "results"
 @dataclass
 class _Cfg:
     value: float = 1.0
+    tasks: dict = field(default_factory=dict)  # read by the report (a trained cell's epochs), not by the runner
 
 
 if "test.verdicts" not in registry.RUNNERS:
     @registry.register("test.verdicts", config=_Cfg, kind="analytic")
     def _runner(cfg: _Cfg, ctx: registry.RunContext) -> registry.RunOutput:
         return registry.RunOutput(cells=[registry.Cell("r", "c", cfg.value)])
+
+
+#: what a results file of the toy runner records of its setting (the spec's own: _Cfg's defaults, seed 0)
+TOY_SETTING = {"runner": "test.verdicts", "config": {"value": 1.0, "tasks": {}}, "seed": 0}
 
 
 def cell(column: str, paper, check: dict, better: str = "higher", row: str = "r", unit: str = "u", **extra) -> dict:
@@ -163,8 +168,8 @@ def test_context_and_sanity_are_counted_apart() -> None:
                                                 for k, v in {"c": 1.0, "e": 1.0, "f": -1.0}.items()]}], "smoke")
     by = {v.column: v for v in verdicts}
     assert by["d"].verdict == "CONTEXT" and by["e"].role == "sanity" and by["f"].verdict == "FAIL"
-    assert summary(verdicts) == {"PASS": 1, "FAIL": 0, "IMPROVED": 0, "NOT-RUN": 0}
-    assert sanity_summary(verdicts) == {"PASS": 1, "FAIL": 1, "IMPROVED": 0, "NOT-RUN": 0}
+    assert summary(verdicts) == {"PASS": 1, "FAIL": 0, "IMPROVED": 0, "STALE": 0, "NOT-RUN": 0}
+    assert sanity_summary(verdicts) == {"PASS": 1, "FAIL": 1, "IMPROVED": 0, "STALE": 0, "NOT-RUN": 0}
     assert counts_text(verdicts) == ("claims: PASS 1, FAIL 0, IMPROVED 0, NOT-RUN 0; context 1; "
                                      "sanity: PASS 1, FAIL 1, IMPROVED 0, NOT-RUN 0")
     assert by["f"].unexpected_fail  # a sanity FAIL still fails `runners check`
@@ -320,7 +325,7 @@ def write_expected(root: Path, cells: list[dict]) -> None:
 def write_result(root: Path, values: dict, stamp: str = "20260101T000000", **extra) -> Path:
     path = root / "results" / "toy" / f"{stamp}_smoke.json"
     cells = [{"row": "r", "column": k, "value": v, "note": None} for k, v in values.items()]
-    path.write_text(json.dumps({"spec_id": "toy", "tier": "smoke", "cells": cells, **extra}))
+    path.write_text(json.dumps({"spec_id": "toy", "tier": "smoke", **TOY_SETTING, "cells": cells, **extra}))
     return path
 
 
@@ -424,17 +429,20 @@ def test_the_corpus_is_large_enough() -> None:
 @pytest.mark.parametrize("name", [p.name for p in CORPUS_FILES])
 def test_a_malformed_results_file_is_one_line_or_a_fail(project: Path, capsys, name: str) -> None:
     """Every file of tests/corpus/results/ as the only result of a tier: `runners check` exits non-zero with one
-    line naming the file (exit 2) or a FAIL verdict (exit 1); `runners report` the same line or a FAIL; never a
-    traceback, never a PASS of the whole tier."""
+    line naming the file (exit 2) or a FAIL verdict (exit 1), or, for a file whose values could be measurements but
+    that records no setting, reads STALE with no PASS; `runners report` the same line, FAIL or STALE; never a
+    traceback, never a PASS."""
     target = Path("results") / "toy" / "20260101T000000_smoke.json"
     target.write_bytes((CORPUS / name).read_bytes())
     rc, out, err = check(capsys)
-    assert rc in (1, 2), (rc, out, err)
+    assert rc in (0, 1, 2), (rc, out, err)
     if rc == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and str(target) in lines[0], err
-    else:
+    elif rc == 1:
         assert "FAIL" in out and not err
+    else:  # a file that records no setting of the toy runner: nothing it measured is judged as today's setting
+        assert "PASS 0," in out and "STALE" in out and not err, out
     with pytest.raises(ResultsError) if rc == 2 else _no_error():
         load_result(target, "toy", "smoke")
     rc_report = main(["report"])
@@ -442,7 +450,8 @@ def test_a_malformed_results_file_is_one_line_or_a_fail(project: Path, capsys, n
     if rc == 2:
         assert rc_report == 2 and len(err.strip().splitlines()) == 1 and str(target) in err
     else:
-        assert rc_report == 0 and "FAIL" in (project / "local" / "tables" / "toy.md").read_text()
+        report = (project / "local" / "tables" / "toy.md").read_text()
+        assert rc_report == 0 and ("FAIL" in report if rc == 1 else "STALE" in report)
 
 
 class _no_error:
@@ -537,22 +546,27 @@ def test_report_names_the_settings_changed_since_a_results_file_was_written():
 
 def test_report_opens_with_what_each_column_measured_on_which_data_schedule_and_card(project: Path) -> None:
     """Two results files judge the tier: the report's first bullets give each column's verdicts with ours beside
-    the check and the paper's value, the data (suite-made), the epochs of a trained cell and every card a resumed
+    the check and the paper's value, the epochs of a trained cell and every card a resumed
     cell trained on; the older file's column names its own card; a cell no file measured is counted as not run."""
     write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}), cell("e", 3.0, {"tolerance": {"abs": 0.1}}),
                              cell("g", 5.0, {"tolerance": {"abs": 0.1}})])
     history = [{"epoch": 1, "train_loss": 1.0, "val_metric": 1.0}]
+    tasks = {"c": {"train": {"epochs": 40}}}
+    spec = yaml.safe_load((project / "reproductions" / "toy.yaml").read_text())
+    spec["tiers"]["smoke"]["tasks"] = tasks  # today's setting: what the files below record
+    (project / "reproductions" / "toy.yaml").write_text(yaml.safe_dump(spec))
+    setting = {"value": 1.0, "tasks": tasks}
     write_result(project, {"e": 2.0}, stamp="20260101T000000", selected_cells=[["r", "e"]],
-                 environment={"device_name": "Card B"})
-    write_result(project, {"c": 1.05}, stamp="20260102T000000", selected_cells=[["r", "c"]], data="suite",
-                 environment={"device_name": "Card B"}, config={"tasks": {"c": {"train": {"epochs": 40}}}},
+                 environment={"device_name": "Card B"}, config=setting)
+    write_result(project, {"c": 1.05}, stamp="20260102T000000", selected_cells=[["r", "c"]],
+                 environment={"device_name": "Card B"}, config=setting,
                  series={"r / c": {"history": history, "segments": [{"device": "Card A", "from_global_step": 0},
                                                                     {"device": "Card B", "from_global_step": 9}]}})
     report_all(project / "tables")
     text = (project / "tables" / "toy.md").read_text()
     head = text[:text.index("Paper:")]
-    assert head.index("At a glance (smoke tier)") < head.index("- c, data made by the suite")
-    assert "- c, data made by the suite, 40 epochs, Card A then Card B: PASS 1 of 1: r 1.05 PASS (1 ± 0.1; paper 1)" in head
+    assert head.index("At a glance (smoke tier)") < head.index("- c, 40 epochs")
+    assert "- c, 40 epochs, Card A then Card B: PASS 1 of 1: r 1.05 PASS (1 ± 0.1; paper 1)" in head
     assert "- e, Card B: FAIL 1 of 1: r 2 FAIL (3 ± 0.1; paper 3)" in head
     assert "- not run at this tier: 1 claim (reasons in the details)." in head
 
@@ -564,8 +578,8 @@ def test_report_lists_every_run_of_a_cell_measured_more_than_once(project: Path)
     measured once, is not listed; the glance says the same in one bullet."""
     write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
                              cell("e", 3.0, {"tolerance": {"abs": 0.1}})])
-    old = {"environment": {"git_commit": "aaaaaaa1111", "git_dirty": False}, "config": {"lr": 0.1}}
-    new = {"environment": {"git_commit": "bbbbbbb2222", "git_dirty": True}, "config": {"lr": 0.2}}
+    old = {"environment": {"git_commit": "aaaaaaa1111", "git_dirty": False}, "config": {"value": 0.5, "tasks": {}}}
+    new = {"environment": {"git_commit": "bbbbbbb2222", "git_dirty": True}}  # today's setting (TOY_SETTING)
     write_result(project, {"c": 0.98, "e": 3.0}, stamp="20260101T000000", **old)
     write_result(project, {"c": 0.5}, stamp="20260102T000000", selected_cells=[["r", "c"]], **old)
     write_result(project, {"c": 1.05}, stamp="20260103T000000", selected_cells=[["r", "c"]], **new)

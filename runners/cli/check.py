@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from ..core.errors import EXIT_BAD_INPUT, EXIT_FAIL
 from ..core.textfmt import column_label, fmt, paper_text
+from ..judge.settings import Today
 from ..judge.validate import validate_all
 from ..judge.verdicts import counts_text, judge_tier
 from ..specs import registry
@@ -45,7 +46,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if args.tier:
                     print(f"{spec.id} [{tier}]: NOT-RUN (no results)")
                 continue
-            verdicts = judge_tier(expected, [doc for _, doc in loaded], tier)
+            verdicts = judge_tier(expected, [doc for _, doc in loaded], tier, Today.of_spec(spec, tier))
             stale = [v for v in verdicts if v.stale_known_fail]
             failed |= any(v.unexpected_fail for v in verdicts) or bool(stale)
             files = sorted({v.result for v in verdicts if v.result is not None})

@@ -13,8 +13,10 @@ diverged), and NOT-RUN only with the runner's reason.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 from ..core.textfmt import column_label, fmt
 from ..specs.expected import DEFAULT_PLAUSIBLE_FACTOR, check_kind, check_role, fraction_error, range_error, unit_range
 
-CLAIM_VERDICTS = ("PASS", "FAIL", "IMPROVED", "NOT-RUN")
+CLAIM_VERDICTS = ("PASS", "FAIL", "IMPROVED", "STALE", "NOT-RUN")
 VERDICTS = CLAIM_VERDICTS + ("CONTEXT",)
 Key = tuple[str, str]
 
@@ -43,6 +45,8 @@ class CellVerdict:
     kind: str = ""  # the check kind: tolerance, bound, within_factor, std, ordering, not_run, context
     result: int | None = None  # index (into judge_tier's ``results``) of the results file that judged it
     overrides: tuple[str, ...] = ()  # the ``--set`` overrides the judging results file ran with
+    stale: tuple[str, ...] = ()  # STALE: how the newest measurement's setting differs from today's ("key: a -> b")
+    seeds: tuple[tuple[Any, Any, int], ...] = ()  # (seed, value, results file index) of each seed judged together
 
     @property
     def unexpected_fail(self) -> bool:
@@ -240,7 +244,7 @@ def _judge_ordering(out: CellVerdict, cell: dict, check: dict, value: Any,
 def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key, str | None] | None = None,
           others: Mapping[Key, tuple[Any, str | None, str]] | None = None, *,
           failed_nulls: Mapping[Key, str] | None = None, units: Mapping[Key, str | None] | None = None,
-          table: Mapping[Key, dict] | None = None) -> CellVerdict:
+          table: Mapping[Key, dict] | None = None, integrity_only: bool = False) -> CellVerdict:
     """Apply the tier's check of one expected cell to the measured values of the run that selected it.
 
     ``measured``: (row, column) -> value of that run (a cell absent from it is FAIL, "missing in the result");
@@ -249,6 +253,9 @@ def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key
     run did not measure; ``failed_nulls``: the run's null cells that are FAIL whatever their note, with the reason
     (:func:`null_failures`: trained and gave no value, e.g. diverged); ``units``: the unit each cell of the run
     records; ``table``: the expected file's cells by (row, column) (the units of ordering references).
+    ``integrity_only``: only what makes a value no measurement at all (missing, null without a reason, diverged,
+    not finite, outside its unit's physical range, beyond the plausible factor of the paper): FAIL for those, else
+    the verdict is left NOT-RUN (a value measured at another setting than today's is held to these alone).
     """
     notes = notes or {}
     check = cell["checks"][tier]
@@ -281,6 +288,13 @@ def judge(cell: dict, tier: str, measured: Mapping[Key, Any], notes: Mapping[Key
         if problem:
             out.verdict, out.detail = "FAIL", problem
             return out
+    if integrity_only:
+        centre = check.get("target", cell.get("paper"))
+        if _num(value) and _num(centre) and math.isfinite(centre) and kind != "ordering":
+            why = _implausible(value, centre, check, cell.get("better") == "higher")
+            if why:
+                out.verdict, out.detail = "FAIL", why
+        return out
     if kind == "ordering":
         lookup = dict(others or {})
         lookup.update({k: (v, notes.get(k), "") for k, v in measured.items() if v is not None or k not in lookup})
@@ -416,6 +430,7 @@ class Run:
     units: dict[Key, "str | None"] = field(default_factory=dict)  # the unit each cell records
     failed_nulls: dict[Key, str] = field(default_factory=dict)  # null cells that are FAIL (null_failures)
     overrides: tuple[str, ...] = ()  # its --set overrides
+    doc: dict = field(default_factory=dict)  # the results file itself (its configuration, seed, series)
 
     def declared_null(self, key: Key) -> bool:
         """The run left ``key`` null with a reason the runner declared (not a FAIL): not a measurement."""
@@ -431,7 +446,7 @@ def _run_of(result: dict, expected: dict, tier: str) -> Run:
                selected=selected_cells(result, expected, tier),
                units={(c["row"], c["column"]): c.get("unit") for c in cells},
                failed_nulls=null_failures(result),
-               overrides=tuple(str(o) for o in overrides) if isinstance(overrides, list) else ())
+               overrides=tuple(str(o) for o in overrides) if isinstance(overrides, list) else (), doc=result)
 
 
 def tier_runs(expected: dict, results: list[dict], tier: str
@@ -449,13 +464,71 @@ def tier_runs(expected: dict, results: list[dict], tier: str
 
 
 def judge_run(cell: dict, tier: str, run: Run, newest: Mapping[Key, tuple[Any, str | None, str]],
-              table: Mapping[Key, dict] | None = None) -> CellVerdict:
+              table: Mapping[Key, dict] | None = None, integrity_only: bool = False) -> CellVerdict:
     """:func:`judge` of one expected cell on one run."""
     return judge(cell, tier, run.measured, run.notes, newest, failed_nulls=run.failed_nulls, units=run.units,
-                 table=table)
+                 table=table, integrity_only=integrity_only)
 
 
-def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdict]:
+def _stale_verdict(cell: dict, tier: str, run: Run, index: int, gap: list[str],
+                   newest: Mapping[Key, tuple[Any, str | None, str]]) -> CellVerdict:
+    """STALE: the newest measurement of the cell was made at a setting that is not today's. A value that is no
+    measurement at all (:func:`judge`'s ``integrity_only``) stays FAIL at any setting."""
+    v = judge_run(cell, tier, run, newest, integrity_only=True)
+    shown = "; ".join(gap[:4]) + (f"; and {len(gap) - 4} more" if len(gap) > 4 else "")
+    where = (f"measured at another setting than today's (--set {' '.join(run.overrides)}): " if run.overrides
+             else "measured at another setting than today's: ") + shown
+    v.result, v.stale = index, tuple(gap)
+    if v.verdict == "FAIL":
+        v.detail = f"{v.detail}; {where}"
+    else:
+        v.verdict, v.detail = "STALE", where
+    return v
+
+
+def _series_key(run: Run, key: Key) -> str | None:
+    """The training series behind a run's cell, as text (two files with the same series are one run)."""
+    series = _series_of(run.doc, *key)
+    history = series.get("history") if isinstance(series, dict) else None
+    return json.dumps(history, sort_keys=True) if history else None
+
+
+def _seed_runs(runs: list[Run], picks: list[int], key: Key, today: Any) -> list[tuple[Any, Any, int]]:
+    """(seed, value, index) of the newest numeric measurement per seed among ``picks`` (today's setting), a run
+    whose series repeats another's counted once; a cell with no training series (a parameter count, a timing) has
+    the newest measurement alone."""
+    out: list[tuple[Any, Any, int]] = []
+    seen_seeds, seen_series = set(), set()
+    for i in picks:
+        value = runs[i].measured.get(key)
+        if not _num(value) or runs[i].declared_null(key):
+            continue
+        seed = today.seed_of(runs[i].doc, *key)
+        series = _series_key(runs[i], key)
+        if series is None:  # not a trained cell's test value: the newest run alone judges it
+            return out[:1] or [(seed, value, i)]
+        if json.dumps(seed) in seen_seeds or series in seen_series:
+            continue
+        seen_seeds.add(json.dumps(seed))
+        seen_series.add(series)
+        out.append((seed, value, i))
+    return out
+
+
+def _today_picks(runs: list[Run], picks: list[int], key: Key, today: Any) -> tuple[list[int], list[str] | None]:
+    """The picks measured at today's setting (seed apart), and, where there are none, how the newest one's setting
+    differs (None: no pick, or today's spec no longer says)."""
+    current, first_gap = [], None
+    for i in picks:
+        gap = today.gap(runs[i].doc, *key)
+        if gap is None or not gap:
+            current.append(i)
+        elif first_gap is None and not runs[i].declared_null(key):
+            first_gap = gap
+    return current, first_gap
+
+
+def judge_tier(expected: dict, results: list[dict], tier: str, today: Any = None) -> list[CellVerdict]:
     """A verdict for every expected cell at ``tier`` from all results files of that (spec, tier).
 
     ``results`` newest first: each cell is judged by the newest result whose selected cells hold it and that
@@ -463,6 +536,11 @@ def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdi
     (a null that is FAIL, e.g. diverged, is a verdict of its own and stands); a cell no result selects is NOT-RUN
     ("tier not run" without results, else "not selected by any run"). Ordering references a run did not measure
     are read from the newest other run that did.
+
+    With ``today`` (:class:`runners.judge.settings.Today`, the spec's setting now), only results files that
+    measured the cell at today's setting judge it (:mod:`runners.judge.settings`); where only others did, the cell
+    is STALE, with the keys that differ. Several seeds of today's setting (distinct series) are judged together:
+    the check is applied to their mean, and every seed is listed (``seeds``).
     """
     runs, newest = tier_runs(expected, results, tier)
     table = {(c["row"], c["column"]): c for c in expected["cells"]}
@@ -471,27 +549,56 @@ def judge_tier(expected: dict, results: list[dict], tier: str) -> list[CellVerdi
         key = (cell["row"], cell["column"])
         kind = check_kind(cell["checks"][tier])
         picks = [i for i, run in enumerate(runs) if key in run.selected]
+        seeds: list[tuple[Any, Any, int]] = []
+        if today is not None and picks and kind not in ("not_run", "context"):
+            current, gap = _today_picks(runs, picks, key, today)
+            if not current:
+                pick = next((i for i in picks if not runs[i].declared_null(key)), picks[0])
+                verdicts.append(_stale_verdict(cell, tier, runs[pick], pick, gap or ["(not recorded)"], newest))
+                continue
+            picks = current
+            seeds = _seed_runs(runs, picks, key, today)
         if kind in ("not_run", "context"):
             v = judge(cell, tier, {})  # the check says why nothing is judged
             v.measured = newest.get(key, (None,))[0]  # shown, not judged
         elif not picks:
             v = _base(cell, tier, None)
             v.detail = "tier not run" if not runs else "not selected by any run of this tier"
+        elif len(seeds) > 1:
+            v = _judge_seeds(cell, tier, runs, seeds, newest, table)
         else:
             pick = next((i for i in picks if not runs[i].declared_null(key)), picks[0])
             v = judge_run(cell, tier, runs[pick], newest, table)
-            v.result = pick
+            v.result, v.seeds = pick, tuple(seeds)
             skipped = [i for i in picks if i < pick]
             if skipped:
                 v.detail = (f"{v.detail}; " if v.detail else "") + "newer results file(s) " + ", ".join(
                     f"{i + 1} (not measured: {runs[i].notes.get(key)})" for i in skipped) + \
                     " did not measure it: judged from the newest one that did"
-            if runs[pick].overrides and v.verdict in ("PASS", "IMPROVED"):
+            if runs[pick].overrides and today is not None:  # its setting is today's: the overrides changed nothing
+                v.detail = (f"{v.detail}; " if v.detail else "") + \
+                    f"ran with --set {' '.join(runs[pick].overrides)}, which today's spec sets the same"
+            elif runs[pick].overrides and v.verdict in ("PASS", "IMPROVED"):
                 v.overrides = runs[pick].overrides
                 v.detail = (f"{v.detail}; " if v.detail else "") + \
                     f"rests on --set {' '.join(runs[pick].overrides)}"
         verdicts.append(v)
     return verdicts
+
+
+def _judge_seeds(cell: dict, tier: str, runs: list[Run], seeds: list[tuple[Any, Any, int]],
+                 newest: Mapping[Key, tuple[Any, str | None, str]], table: Mapping[Key, dict]) -> CellVerdict:
+    """The check applied to the mean of several seeds' values (S4D reports mean and standard deviation)."""
+    key = (cell["row"], cell["column"])
+    values = [float(v) for _, v, _ in seeds]
+    mean = statistics.fmean(values)
+    run = runs[seeds[0][2]]
+    v = judge(cell, tier, {**run.measured, key: mean}, run.notes, newest, units=run.units, table=table)
+    v.result, v.seeds = seeds[0][2], tuple(seeds)
+    listed = ", ".join(f"seed {seed}: {fmt(value)}" for seed, value, _ in seeds)
+    v.detail = (f"mean of {len(seeds)} seeds {fmt(mean)} +- {fmt(statistics.stdev(values))} ({listed})"
+                + (f"; {v.detail}" if v.detail else ""))
+    return v
 
 
 def compare(expected: dict, result: dict | None, tier: str) -> list[CellVerdict]:
@@ -538,11 +645,11 @@ def overrides_text(verdicts: list[CellVerdict]) -> str:
 def counts_text(verdicts: list[CellVerdict]) -> str:
     """"claims: PASS 2, FAIL 1, IMPROVED 0, NOT-RUN 3; context 120; sanity: PASS 4, FAIL 0, ..." and, where passing
     cells were judged from runs with ``--set`` overrides, how many and which overrides."""
-    claims = ", ".join(f"{k} {n}" for k, n in summary(verdicts).items())
+    claims = ", ".join(f"{k} {n}" for k, n in summary(verdicts).items() if n or k != "STALE")  # STALE where any
     sanity = sanity_summary(verdicts)
     text = f"claims: {claims}; context {context_count(verdicts)}"
     if any(sanity.values()):
-        text += "; sanity: " + ", ".join(f"{k} {n}" for k, n in sanity.items())
+        text += "; sanity: " + ", ".join(f"{k} {n}" for k, n in sanity.items() if n or k != "STALE")
     if resting := overrides_text(verdicts):
         text += f"; {resting}"
     return text

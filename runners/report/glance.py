@@ -17,7 +17,7 @@ from ..core.textfmt import column_label, fmt, paper_text
 from ..judge.repeats import Repeat, provenance
 from ..judge.verdicts import CellVerdict, judge_tier
 
-JUDGED = ("PASS", "IMPROVED", "FAIL")
+JUDGED = ("PASS", "IMPROVED", "FAIL", "STALE")
 LISTED_CELLS = 6  # a bullet names each cell's value up to this many cells; beyond, counts only
 
 
@@ -141,7 +141,8 @@ def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[Cell
     (no files, or files not under results/<spec id>/)."""
     from ..specs.expected import expected_path, load_expected
     from ..store.read import load_tier_results
-    from ..specs.spec import TIERS
+    from ..judge.settings import Today
+    from ..specs.spec import TIERS, find_spec, load_spec
 
     if not files or not isinstance(files[0][0], Path) or not isinstance(files[0][1].get("spec_id"), str):
         return {}
@@ -157,7 +158,8 @@ def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[Cell
             continue
         loaded = load_tier_results(spec_id, other, root, expected)
         if loaded:
-            out[other] = judge_tier(expected, [doc for _, doc in loaded], other)
+            out[other] = judge_tier(expected, [doc for _, doc in loaded], other,
+                                    Today.of_spec(load_spec(find_spec(spec_id)), other))
     return out
 
 
@@ -192,6 +194,12 @@ def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVe
         if len(cells) <= LISTED_CELLS:
             text += ": " + "; ".join(_cell_text(v) for v in cells)
         bullets.append(text)
+    stale = [v for v in verdicts if v.verdict == "STALE"]
+    if stale:
+        bullets.append(f"- STALE at this tier: {len(stale)} measured at another setting than the spec's today, so not "
+                       f"judged (the keys that differ in the details): "
+                       + _listed([f"{v.row} / {column_label(v.column)} {fmt(v.measured)} ({v.stale[0]}"
+                                  + (f"; {len(v.stale) - 1} more" if len(v.stale) > 1 else "") + ")" for v in stale]))
     sanity = [v for v in verdicts if v.role == "sanity" and v.verdict == "FAIL"]
     if sanity:
         bullets.append(f"- sanity FAIL at this tier: {len(sanity)} (checks of the machinery, not claims; they fail "

@@ -18,6 +18,7 @@ from ..core import layout, textfmt
 from ..core.atomic import write_text_atomic
 from ..core.textfmt import column_label, fmt
 from ..judge.repeats import repeat_lines, repeated_cells
+from ..judge.settings import Today
 from ..judge.verdicts import CellVerdict, compare, context_count, counts_text, judge_tier, sanity_summary, summary
 from ..specs.expected import expected_path, load_expected
 from ..specs.overrides import apply_overrides
@@ -302,7 +303,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
     judged = {}  # tier -> (verdicts, cells measured by more than one of its results files)
     for tier in TIERS:
         docs = [doc for _, doc in loaded[tier]]
-        verdicts = judge_tier(expected, docs, tier)
+        verdicts = judge_tier(expected, docs, tier, Today.of_spec(spec, tier))
         judged[tier] = (verdicts, repeated_cells(expected, docs, tier, verdicts))
     top = next((t for t in reversed(TIERS) if loaded[t]), None)  # the most faithful tier that has run
     if top is not None:

@@ -39,6 +39,7 @@ from ..core import layout
 from ..core.yamlio import file_kind
 from ..specs.expected import expected_path, load_expected
 from ..specs.spec import ID_PATTERN, TIERS
+from .evidence import value_mismatches
 
 #: how far in the future a recorded time or a file name's stamp may lie (clocks of the machines that wrote the
 #: results differ a little); beyond it the file is refused as dated in the future
@@ -367,6 +368,10 @@ def load_result(path: str | Path, spec_id: str | None = None, tier: str | None =
     """
     path = Path(path)
     doc = check_result(path, read_json_file(path))
+    mismatches = value_mismatches(doc)
+    if mismatches:
+        raise ResultsError(f"{path}: {mismatches[0]}" + (f" (and {len(mismatches) - 1} more such cells)"
+                                                          if len(mismatches) > 1 else ""))
     if spec_id is not None or tier is not None:
         _place_errors(path, doc, spec_id, tier)
         if spec_id is not None:

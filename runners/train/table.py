@@ -352,13 +352,12 @@ def segments_note(segments: list[dict]) -> str:
     return "; trained at commit " + ", ".join(parts)
 
 
-def metric_cells(row: str, col: str, metrics: list[str], task: TaskData, result: Any = None,
+def metric_cells(row: str, col: str, metrics: list[str], regression: bool, result: Any = None,
                  oom: str | None = None) -> list[Cell]:
     """The cells of one (row, task): one per metric (column ``col`` alone for metrics == [test]).
 
     ``result`` is the cell's TrainResult; ``oom`` the CUDA out-of-memory message instead ("X" everywhere).
     """
-    regression = task.task_type == "regression"
     cells = []
     for m in metrics:
         unit = ("rmse" if regression else "% acc") if m == "test" else METRICS[m][1]
@@ -458,7 +457,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 free_memory(ctx.device)  # what the cell that ran out of memory left cached
                 cells += (picked_cells(row, picks, task.task_type == "regression", fill="X",
                                        note=f"CUDA out of memory: {oom}") if picks
-                          else metric_cells(row, col, cfg.metrics, task, oom=oom))
+                          else metric_cells(row, col, cfg.metrics, task.task_type == "regression", oom=oom))
                 cells += [Cell(row, ev.column, "X", note=f"CUDA out of memory: {oom}") for ev, _ in todo]
                 series[f"{row} / {col}"] = {"history": [], "out_of_memory": oom, "seq_len": task.seq_len}
                 notes.append(f"{row} / {col}: X (CUDA out of memory: {oom})")
@@ -471,7 +470,7 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
                 ctx.cell_finished(f"{row} / {col}", cells, outcome="paused at the deadline")
                 continue
             cells += (picked_cells(row, picks, task.task_type == "regression", result) if picks
-                      else metric_cells(row, col, cfg.metrics, task, result))
+                      else metric_cells(row, col, cfg.metrics, task.task_type == "regression", result))
             for column, (extra_value, extra_note) in (evaluator.results(result) if evaluator else {}).items():
                 cells.append(Cell(row, column, extra_value, "rmse" if task.task_type == "regression" else "% acc",
                                   note=extra_note))
