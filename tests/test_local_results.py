@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from runners.cli.main import main
+from runners.judge.settings import today_settings
+from runners.specs.spec import find_spec, load_spec
 from test_files_and_runs import _edit_spec, _expected_cell, train_project  # noqa: F401 (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +50,8 @@ def _result(folder: Path, values: dict[str, float], finished: str) -> Path:
            "selected_cells": [[row, "sCIFAR"] for row in values],
            "environment": {"device_name": "cpu", "git_commit": "a" * 40, "git_dirty": False},
            "cells": [{"row": row, "column": "sCIFAR", "value": v, "note": None} for row, v in values.items()]}
+    spec = load_spec(find_spec("tiny-train"))  # the setting it records: the spec's own today
+    doc.update(runner=spec.runner, config=today_settings(spec, "smoke")("release"), seed=spec.tiers["smoke"].seed)
     path.write_text(json.dumps(doc))
     return path
 

@@ -38,8 +38,7 @@ def store_pair(name: str, tier: str | None) -> tuple[Path, Path]:
                         f"newest reference and local results")
     spec = load_spec(find_spec(name))
     stores = (store.REFERENCE, store.LOCAL)
-    have = {store: [t for t in TIERS if load_tier_results(spec.id, t, store.store_root(store))]
-            for store in stores}
+    have = {name: [t for t in TIERS if load_tier_results(spec.id, t, store.store_root(name))] for name in stores}
     tiers = [tier] if tier else [t for t in reversed(TIERS) if all(t in have[s] for s in stores)][:1]
     missing = [s for s in stores if (tier not in have[s] if tier else not have[s])]
     if missing or not tiers:

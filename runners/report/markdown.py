@@ -348,6 +348,12 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
             lines += [f"Measured on {_env_line(files[used[0]][1])}. Results file: `{files[used[0]][0]}` "
                       f"({_store(files[used[0]][0])}).", "",
                       *overrides_lines(files[used[0]][1]), *drift_lines(spec, tier, files[used[0]][1])]
+        variants = [i for i, (_, doc) in enumerate(files) if i not in used and doc.get("overrides")]
+        if variants:  # runs at another setting: shown beside the spec's own, never judging its cells
+            lines += ["Also run, with `--set` overrides (no cell is judged from these: the verdicts are the spec's "
+                      "setting's; each cell's line in the details says what differs where it is STALE):", ""]
+            lines += [f"- `{files[i][0]}` ({_store(files[i][0])}): Settings changed from the spec (`--set`): "
+                      + ", ".join(f"`{o}`" for o in files[i][1]["overrides"]) + "." for i in variants] + [""]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
         lines += gpu_time_lines(spec.id, tier, files, verdicts, records, training_series(spec, tier))
         lines += repeat_lines(repeats, files)
