@@ -15,7 +15,6 @@ Cells per N:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ import numpy as np
 from ssm_core.inits import s4d_inv, s4d_inv2, s4d_legs, s4d_lin, s4d_quad
 
 from ..specs.registry import Cell, RunContext, RunOutput, register, register_plot
-from ..specs.schema import MAX_STATE, check_int, check_ints
+from ..specs.schema import MAX_STATE, Int, Ints, settings
 from .basis import to_json
 
 #: Conjecture 5's constant (S4D Section 4: "c ~ 0.5236").
@@ -31,14 +30,10 @@ PAPER_C = 0.5236
 LAWS = {"S4D-Inv": s4d_inv, "S4D-Inv2": s4d_inv2, "S4D-Lin": s4d_lin, "S4D-Quad": s4d_quad}
 
 
-@dataclass
+@settings
 class Conjecture5Config:
-    state_sizes: list[int]  # N values (even)
-    plot_state_size: int = 64  # N of the Fig. 3 plot
-
-    def __post_init__(self) -> None:
-        check_ints("state_sizes", self.state_sizes, 4, MAX_STATE, even=True, increasing=True)
-        check_int("plot_state_size", self.plot_state_size, 4, MAX_STATE, even=True)
+    state_sizes: Ints(4, MAX_STATE, even=True, increasing=True)  # N values (even)
+    plot_state_size: Int(4, MAX_STATE, even=True) = 64  # N of the Fig. 3 plot
 
 
 def log_distance(im: np.ndarray, law: np.ndarray) -> float:

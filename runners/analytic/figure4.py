@@ -9,7 +9,7 @@ draws of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import numpy as np
@@ -17,29 +17,21 @@ import numpy as np
 from ssm_core.hippo import hippo_legs
 
 from ..specs.registry import Cell, RunContext, RunOutput, register, register_plot
-from ..specs.schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
+from ..specs.schema import MAX_GRID, MAX_STATE, Int, Ints, Num, settings
 from .basis import dense_basis, thin, to_json, uniform_grid
 
 
-@dataclass
+@settings
 class Figure4Config:
-    state_size: int = 64
-    sigmas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.1, 1.0])
-    t_max: float = 5.0
-    grid: int = 1001
-    n_draws: int = 8  # independent draws of g; cells are medians over draws
-    plot_basis: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
-    plot_points: int = 400
+    state_size: Int(1, MAX_STATE) = 64
+    sigmas: list[Num(0)] = field(default_factory=lambda: [0.0, 0.01, 0.1, 1.0])
+    t_max: Num(0, 1e4, lo_open=True) = 5.0
+    grid: Int(2, MAX_GRID) = 1001
+    n_draws: Int(1, 10_000) = 8  # independent draws of g; cells are medians over draws
+    plot_basis: Ints(0, nonempty=False) = field(default_factory=lambda: [0, 1, 2, 3])
+    plot_points: Int(2, MAX_GRID) = 400
 
     def __post_init__(self) -> None:
-        check_int("state_size", self.state_size, 1, MAX_STATE)
-        check_int("n_draws", self.n_draws, 1, 10_000)
-        check_num("t_max", self.t_max, 0, 1e4, lo_open=True)
-        check_int("grid", self.grid, 2, MAX_GRID)
-        check_int("plot_points", self.plot_points, 2, MAX_GRID)
-        check_ints("plot_basis", self.plot_basis, 0, nonempty=False)
-        for i, sigma in enumerate(self.sigmas):
-            check_num(f"sigmas[{i}]", sigma, 0)
         if not self.sigmas or self.sigmas[0] != 0 or sorted(set(self.sigmas)) != list(self.sigmas):
             raise ValueError(f"sigmas must be increasing and start at 0 (the unperturbed reference), got {self.sigmas}")
         if any(not 0 <= n < self.state_size for n in self.plot_basis):

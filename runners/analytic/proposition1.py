@@ -11,7 +11,7 @@ out of the eigenbasis (C_orig = 2 Re(C V^*)): this also checks the DPLR form A =
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import torch
 from torch import Tensor
@@ -22,36 +22,31 @@ from ssm_core.kernels import DiagKernel, DPLRKernel, dense_kernel
 from ssm_core.kernels.params import as_complex, real_part
 
 from ..specs.registry import Cell, RunContext, RunOutput, register
-from ..specs.schema import MAX_STATE, MAX_WIDTH, check_choices, check_int, check_num
+from ..specs.schema import MAX_STATE, MAX_WIDTH, Choices, Int, Num, check_num, settings
 
 S4_NAMES = {"legs": "S4-LegS", "legt": "S4-LegT", "fout": "S4-FouT"}
 S4D_NAMES = {"legs": "S4D-LegS", "inv": "S4D-Inv", "lin": "S4D-Lin", "inv2": "S4D-Inv2", "quad": "S4D-Quad",
              "rand": "S4D-Rand", "real": "S4D-Real"}
 COLUMNS = {"bilinear": "bilinear", "zoh": "ZOH"}
+DPLR_MEASURES = tuple(m for m in MEASURES if m in S4_NAMES)
+DIAG_INITS = tuple(i for i in DIAGONAL_INITS if i in S4D_NAMES)
+DISCRETIZATIONS = tuple(COLUMNS)
 
 
-@dataclass
+@settings
 class Proposition1Config:
-    state_size: int = 64
-    length: int = 1024
-    d_model: int = 4  # H independent SSMs
-    channels: int = 2
-    dt_min: float = 1e-3
-    dt_max: float = 1e-1
-    dplr_inits: list[str] = field(default_factory=lambda: ["legs", "legt", "fout"])
-    diag_inits: list[str] = field(default_factory=lambda: ["legs", "inv", "lin"])
-    discretizations: list[str] = field(default_factory=lambda: ["bilinear", "zoh"])
+    state_size: Int(2, MAX_STATE, even=True) = 64
+    length: Int(1, 1 << 16) = 1024  # the dense reference takes L matrix powers
+    d_model: Int(1, MAX_WIDTH) = 4  # H independent SSMs
+    channels: Int(1, 64) = 2
+    dt_min: Num(0, lo_open=True) = 1e-3
+    dt_max: Num() = 1e-1  # >= dt_min
+    dplr_inits: Choices(DPLR_MEASURES, nonempty=False) = field(default_factory=lambda: ["legs", "legt", "fout"])
+    diag_inits: Choices(DIAG_INITS, nonempty=False) = field(default_factory=lambda: ["legs", "inv", "lin"])
+    discretizations: Choices(DISCRETIZATIONS, nonempty=False) = field(default_factory=lambda: ["bilinear", "zoh"])
 
     def __post_init__(self) -> None:
-        check_int("state_size", self.state_size, 2, MAX_STATE, even=True)
-        check_int("length", self.length, 1, 1 << 16)  # the dense reference takes L matrix powers
-        check_int("d_model", self.d_model, 1, MAX_WIDTH)
-        check_int("channels", self.channels, 1, 64)
-        check_num("dt_min", self.dt_min, 0, lo_open=True)
         check_num("dt_max", self.dt_max, self.dt_min)
-        check_choices("dplr_inits", self.dplr_inits, [m for m in MEASURES if m in S4_NAMES], nonempty=False)
-        check_choices("diag_inits", self.diag_inits, [i for i in DIAGONAL_INITS if i in S4D_NAMES], nonempty=False)
-        check_choices("discretizations", self.discretizations, list(COLUMNS), nonempty=False)
 
 
 def rel_error(k: Tensor, ref: Tensor) -> float:

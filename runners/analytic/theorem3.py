@@ -17,7 +17,7 @@ first ``n_basis`` basis functions K_n(t) = e_n^T e^{tA} B (eq. 3) on [0, t_max]:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from ssm_core.hippo import hippo_legs
 
 from ..specs.registry import Cell, RunContext, RunOutput, register, register_plot
-from ..specs.schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
+from ..specs.schema import MAX_GRID, MAX_STATE, Int, Ints, Num, settings
 from .basis import (
     dense_basis_integral,
     dense_discrete,
@@ -41,26 +41,18 @@ from .basis import (
 )
 
 
-@dataclass
+@settings
 class Theorem3Config:
-    state_sizes: list[int]  # N values (even)
-    t_max: float = 5.0  # the time window [0, t_max]
-    grid: int = 2001  # time points on [0, t_max]
-    n_basis: int = 8  # M: the first M basis functions are compared
-    t_min: float = 0.5  # the sup error away from t = 0 (series and notes) is over t >= t_min
-    dt: float = 0.1  # step of the discrete kernels (bilinear vs ZOH, Fig. 2c)
-    plot_basis: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # n shown in the basis plot
-    plot_points: int = 1000  # at most this many time points per curve in the results JSON
+    state_sizes: Ints(2, MAX_STATE, even=True, increasing=True)  # N values (even)
+    t_max: Num(0, 1e4, lo_open=True) = 5.0  # the time window [0, t_max]
+    grid: Int(2, MAX_GRID) = 2001  # time points on [0, t_max]
+    n_basis: Int(1) = 8  # M: the first M basis functions are compared
+    t_min: Num(0) = 0.5  # the sup error away from t = 0 (series and notes) is over t >= t_min
+    dt: Num(0, lo_open=True) = 0.1  # step of the discrete kernels (bilinear vs ZOH, Fig. 2c)
+    plot_basis: Ints(0, nonempty=False) = field(default_factory=lambda: [0, 1, 2, 3])  # n shown in the basis plot
+    plot_points: Int(2, MAX_GRID) = 1000  # at most this many time points per curve in the results JSON
 
     def __post_init__(self) -> None:
-        check_ints("state_sizes", self.state_sizes, 2, MAX_STATE, even=True, increasing=True)
-        check_num("t_max", self.t_max, 0, 1e4, lo_open=True)
-        check_int("grid", self.grid, 2, MAX_GRID)
-        check_int("n_basis", self.n_basis, 1)
-        check_num("t_min", self.t_min, 0)
-        check_num("dt", self.dt, 0, lo_open=True)
-        check_int("plot_points", self.plot_points, 2, MAX_GRID)
-        check_ints("plot_basis", self.plot_basis, 0, nonempty=False)
         if self.t_max / self.dt > MAX_GRID:
             raise ValueError(f"dt: {self.dt!r} not allowed; t_max / dt (the discrete kernels' length) must be <= "
                              f"{MAX_GRID}")

@@ -7,30 +7,25 @@ relative to max |K|.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ssm_core.hippo import hippo_legs
 
 from ..specs.registry import Cell, RunContext, RunOutput, register, register_plot
-from ..specs.schema import MAX_GRID, MAX_STATE, check_int, check_ints, check_num
+from ..specs.schema import MAX_GRID, MAX_STATE, Int, Ints, Num, settings
 from .basis import dense_basis, legendre_formula, rel_max_error, thin, to_json, uniform_grid
 
 
-@dataclass
+@settings
 class Theorem6Config:
-    state_sizes: list[int]  # N values
-    t_max: float = 5.0
-    grid: int = 2001
-    plot_basis: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 7])  # n in the plot (< min N)
-    plot_points: int = 400
+    state_sizes: Ints(1, MAX_STATE)  # N values
+    t_max: Num(0, 1e4, lo_open=True) = 5.0
+    grid: Int(2, MAX_GRID) = 2001
+    plot_basis: Ints(0, nonempty=False) = field(default_factory=lambda: [0, 1, 2, 3, 7])  # n in the plot (< min N)
+    plot_points: Int(2, MAX_GRID) = 400
 
     def __post_init__(self) -> None:
-        check_ints("state_sizes", self.state_sizes, 1, MAX_STATE)
-        check_num("t_max", self.t_max, 0, 1e4, lo_open=True)
-        check_int("grid", self.grid, 2, MAX_GRID)
-        check_int("plot_points", self.plot_points, 2, MAX_GRID)
-        check_ints("plot_basis", self.plot_basis, 0, nonempty=False)
         if any(not 0 <= n < min(self.state_sizes) for n in self.plot_basis):
             raise ValueError(f"plot_basis entries must be in [0, min(state_sizes)), got {self.plot_basis}")
 

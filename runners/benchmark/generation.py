@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field, fields
 from typing import Any
 
 import torch
@@ -35,9 +35,10 @@ import torch
 from ssm_core import SequenceModel
 from ssm_core.baselines import TransformerModel
 
-from ..specs.model_schema import check_layer, check_vocab
+from ..specs.model_schema import MAX_VOCAB, check_layer
 from ..specs.registry import Cell, RunContext, RunOutput, register
-from ..specs.schema import MAX_LENGTH, MAX_WIDTH, check_int, check_num
+from ..specs.schema import (MAX_LENGTH, MAX_WIDTH, Bool, Choice, Int, Mapping, Num, Opt, SettingsError, Text, one_line,
+                             settings)
 from .common import (
     cuda_memory_limit,
     float32_matmul,
@@ -50,29 +51,32 @@ from .common import (
 ROWS = ("Transformer", "Linear Transformer", "S4", "S4D")
 REFERENCE = "Transformer"
 UNITS = {"images": "Images/s", "tokens": "Tokens/s"}
-SETTING_KEYS = {"name": str, "unit": str, "length": int, "vocab_size": int, "d_model": int, "n_layers": int,
-                "n_heads": int, "ffn_dim": int, "memory_limit_gib": (float, type(None)), "max_batch": int}
-OPTIONAL_SETTING_KEYS = ("timed_steps",)
+UNIT_NAMES = tuple(UNITS)
+ATTENTION_IMPLS = ("materialized", "sdpa")
 
 
-@dataclass(frozen=True)
+@settings(frozen=True)
 class GenerationSetting:
     """One throughput table: e.g. name 'Table 7', unit 'images' -> columns 'Images/s (Table 7)', 'Speedup (Table 7)'."""
 
-    name: str
-    unit: str  # 'images' (one image = one generated sequence of `length` tokens) | 'tokens'
-    length: int  # tokens generated per sequence = the longest context seen
-    vocab_size: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    ffn_dim: int  # FFN width of the Transformer blocks (S4 blocks have their GLU output projection instead)
-    memory_limit_gib: float | None
-    max_batch: int
+    name: Text
+    unit: Choice(UNIT_NAMES)  # 'images' (one image = one generated sequence of `length` tokens) | 'tokens'
+    length: Int(1, MAX_LENGTH)  # tokens generated per sequence = the longest context seen
+    vocab_size: Int(1, MAX_VOCAB)
+    d_model: Int(1, MAX_WIDTH)
+    n_layers: Int(1, 1024)
+    n_heads: Int(1, 1024)
+    ffn_dim: Int(0, 1 << 18)  # FFN width of the Transformer blocks (S4 blocks have their GLU output projection instead)
+    memory_limit_gib: Opt(Num(0, lo_open=True))
+    max_batch: Int(1, 1 << 20)
     # constant-state models (S4, S4D, the Linear Transformer): time this many of the ``length`` tokens, whose cost
     # does not depend on the position (the same state update every step), and report the rate; None: every token.
     # The Transformer always generates the whole sequence (its step reads a cache that grows with the position).
-    timed_steps: int | None = None
+    timed_steps: Opt(Int(1, MAX_LENGTH)) = None
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
 
     @property
     def throughput_column(self) -> str:
@@ -88,54 +92,34 @@ class GenerationSetting:
 
 
 def parse_setting(raw: Any, where: str) -> GenerationSetting:
+    """One entry of ``settings`` as a :class:`GenerationSetting`; ValueError naming ``where`` and the key otherwise."""
     if not isinstance(raw, dict):
-        raise TypeError(f"{where}: must be a mapping with keys {sorted(SETTING_KEYS)}, got {raw!r}")
-    unknown = set(raw) - set(SETTING_KEYS) - set(OPTIONAL_SETTING_KEYS)
-    missing = set(SETTING_KEYS) - set(raw)
-    if unknown or missing:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
-                         f"allowed: {sorted(SETTING_KEYS)}, optional: {list(OPTIONAL_SETTING_KEYS)}")
-    if raw.get("timed_steps") is not None:
-        check_int(f"{where}.timed_steps", raw["timed_steps"], 1, MAX_LENGTH)
-    for key, tp in SETTING_KEYS.items():
-        val = raw[key]
-        ok = isinstance(val, tp) and not isinstance(val, bool)
-        if tp == (float, type(None)):
-            ok = val is None or (isinstance(val, (int, float)) and not isinstance(val, bool) and val > 0)
-        if not ok:
-            raise ValueError(f"{where}.{key}: expected {tp}, got {val!r}")
-    if raw["unit"] not in UNITS:
-        raise ValueError(f"{where}.unit: {raw['unit']!r} not allowed; choose one of {list(UNITS)}")
-    check_int(f"{where}.length", raw["length"], 1, MAX_LENGTH)
-    check_vocab(f"{where}.vocab_size", raw["vocab_size"])
-    check_int(f"{where}.d_model", raw["d_model"], 1, MAX_WIDTH)
-    check_int(f"{where}.n_layers", raw["n_layers"], 1, 1024)
-    check_int(f"{where}.n_heads", raw["n_heads"], 1, 1024)
-    check_int(f"{where}.max_batch", raw["max_batch"], 1, 1 << 20)
-    check_int(f"{where}.ffn_dim", raw["ffn_dim"], 0, 1 << 18)
-    if raw["memory_limit_gib"] is not None:
-        check_num(f"{where}.memory_limit_gib", raw["memory_limit_gib"], 0, lo_open=True)
-    if not isinstance(raw["name"], str) or not raw["name"].strip():
-        raise ValueError(f"{where}.name: {raw['name']!r} not allowed; expected a non-empty string")
-    if raw["d_model"] % raw["n_heads"]:
-        raise ValueError(f"{where}: d_model={raw['d_model']} must be divisible by n_heads={raw['n_heads']}")
-    if raw["ffn_dim"] < 0:
-        raise ValueError(f"{where}.ffn_dim: must be >= 0, got {raw['ffn_dim']}")
-    return GenerationSetting(**raw)
+        raise TypeError(f"{where}: must be a mapping with keys {[f.name for f in fields(GenerationSetting)]}, "
+                        f"got {raw!r}")
+    try:
+        return GenerationSetting(**raw)
+    except SettingsError as exc:
+        unknown = sorted(p.key for p in exc.problems if p.kind == "unknown")
+        missing = sorted(p.key for p in exc.problems if p.kind == "missing")
+        if unknown or missing:
+            keys = [f.name for f in fields(GenerationSetting)]
+            raise ValueError(f"{where}: unknown keys {unknown}, missing keys {missing}; allowed: {keys[:-1]}, "
+                             f"optional: {keys[-1:]}") from None
+        raise ValueError(one_line(exc.problems, where, sep=".")) from None
 
 
-@dataclass
+@settings
 class GenerationConfig:
     settings: list[dict]  # each: the fields of GenerationSetting
     models: list[str] = field(default_factory=lambda: list(ROWS))
-    s4_layer: dict = field(default_factory=lambda: {"mode": "s4", "d_state": 64, "output": "glu"})
-    s4d_layer: dict = field(default_factory=lambda: {"mode": "s4d", "d_state": 64, "output": "glu"})
-    attention_impl: str = "materialized"  # decoding step of the Transformer: 'materialized' | 'sdpa'
-    batch_search: bool = True  # on CUDA: largest batch (<= max_batch) that fits; CPU: max_batch as given
-    refine_steps: int = 2  # bisection steps between the largest fitting power of two and twice it
-    warmup_steps: int = 8
-    allow_tf32: bool = False
-    step_graph: bool = False  # S4 / S4D: replay the whole per-token step from one CUDA graph (module docstring)
+    s4_layer: Mapping = field(default_factory=lambda: {"mode": "s4", "d_state": 64, "output": "glu"})
+    s4d_layer: Mapping = field(default_factory=lambda: {"mode": "s4d", "d_state": 64, "output": "glu"})
+    attention_impl: Choice(ATTENTION_IMPLS) = "materialized"  # decoding step of the Transformer
+    batch_search: Bool = True  # on CUDA: largest batch (<= max_batch) that fits; CPU: max_batch as given
+    refine_steps: Int(0, 64) = 2  # bisection steps between the largest fitting power of two and twice it
+    warmup_steps: Int(0, 10_000) = 8
+    allow_tf32: Bool = False
+    step_graph: Bool = False  # S4 / S4D: replay the whole per-token step from one CUDA graph (module docstring)
 
     def __post_init__(self) -> None:
         if not self.settings:
@@ -147,13 +131,9 @@ class GenerationConfig:
         unknown = [m for m in self.models if m not in ROWS]
         if unknown or REFERENCE not in self.models:
             raise ValueError(f"models: allowed {list(ROWS)} and must include {REFERENCE!r}; got {self.models}")
-        if self.attention_impl not in ("materialized", "sdpa"):
-            raise ValueError(f"attention_impl: {self.attention_impl!r} not allowed; choose 'materialized' or 'sdpa'")
         for key in ("s4_layer", "s4d_layer"):
             if "d_model" in getattr(self, key):
                 raise ValueError(f"{key}.d_model is set by the runner (from the setting's d_model)")
-        check_int("refine_steps", self.refine_steps, 0, 64)
-        check_int("warmup_steps", self.warmup_steps, 0, 10_000)
         check_layer("s4_layer", self.s4_layer)
         check_layer("s4d_layer", self.s4d_layer)
 

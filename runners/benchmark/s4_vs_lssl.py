@@ -8,7 +8,7 @@ The paper gives neither batch nor length: the spec chooses them (reproductions/s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import torch
@@ -18,34 +18,25 @@ from ssm_core.baselines import LSSL
 
 from ..specs.model_schema import check_layer, check_lssl
 from ..specs.registry import Cell, RunContext, RunOutput, register
-from ..specs.schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
+from ..specs.schema import MAX_LENGTH, MAX_WIDTH, Bool, Int, Ints, Mapping, Num, Opt, settings
 from .common import cuda_memory_limit, float32_matmul, fmt, measure_training_step, ratio
 
 
-@dataclass
+@settings
 class S4VsLSSLConfig:
-    dims: list[int] = field(default_factory=lambda: [128, 256, 512])  # the paper's H: column labels
-    dim_divisor: int = 1  # run at H / dim_divisor (smoke tier: CPU-sized layers under the paper's labels)
-    batch: int = 1
-    length: int = 1024
-    s4_state_fraction: float = 0.5  # S4 d_state = fraction * H (App. D.1: "a state size of N/2")
-    s4_layer: dict = field(default_factory=lambda: {"mode": "s4", "output": "linear"})  # more SSMLayer kwargs
-    lssl: dict = field(default_factory=dict)  # more LSSL kwargs (e.g. krylov_method)
-    warmup: int = 3
-    reps: int = 10
-    allow_tf32: bool = False
-    memory_limit_gib: float | None = None
+    dims: Ints(1, MAX_WIDTH) = field(default_factory=lambda: [128, 256, 512])  # the paper's H: column labels
+    dim_divisor: Int(1, MAX_WIDTH) = 1  # run at H / dim_divisor (smoke tier: CPU-sized layers under the paper's labels)
+    batch: Int(1, 1 << 16) = 1
+    length: Int(1, MAX_LENGTH) = 1024
+    s4_state_fraction: Num(0, 16, lo_open=True) = 0.5  # S4 d_state = fraction * H (App. D.1: "a state size of N/2")
+    s4_layer: Mapping = field(default_factory=lambda: {"mode": "s4", "output": "linear"})  # more SSMLayer kwargs
+    lssl: Mapping = field(default_factory=dict)  # more LSSL kwargs (e.g. krylov_method)
+    warmup: Int(0, 10_000) = 3
+    reps: Int(1, 10_000) = 10
+    allow_tf32: Bool = False
+    memory_limit_gib: Opt(Num(0, lo_open=True)) = None
 
     def __post_init__(self) -> None:
-        check_ints("dims", self.dims, 1, MAX_WIDTH)
-        check_int("dim_divisor", self.dim_divisor, 1, MAX_WIDTH)
-        check_int("batch", self.batch, 1, 1 << 16)
-        check_int("length", self.length, 1, MAX_LENGTH)
-        check_num("s4_state_fraction", self.s4_state_fraction, 0, 16, lo_open=True)
-        check_int("warmup", self.warmup, 0, 10_000)
-        check_int("reps", self.reps, 1, 10_000)
-        if self.memory_limit_gib is not None:
-            check_num("memory_limit_gib", self.memory_limit_gib, 0, lo_open=True)
         if any(h % self.dim_divisor for h in self.dims):
             raise ValueError(f"dim_divisor={self.dim_divisor} must divide every entry of dims {self.dims}")
         for key in ("d_model", "d_state", "transposed"):

@@ -10,7 +10,7 @@ A model that runs out of memory is recorded as X (and so are the ratios that nee
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import torch
@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from ssm_core import SequenceModel
 from ssm_core.baselines import TransformerModel
 
-from ..specs.model_schema import check_layer, check_vocab
+from ..specs.model_schema import MAX_VOCAB, check_layer
 from ..specs.registry import Cell, RunContext, RunOutput, register
-from ..specs.schema import MAX_LENGTH, MAX_WIDTH, check_int, check_ints, check_num
+from ..specs.schema import MAX_LENGTH, MAX_WIDTH, Bool, Int, Ints, Mapping, Num, Opt, settings
 from .common import cuda_memory_limit, float32_matmul, fmt, measure_training_step, ratio
 
 #: Table 3 rows (names as in expected/s4-table-3.yaml) -> TransformerModel attention settings (None: S4).
@@ -35,45 +35,29 @@ MODELS: dict[str, dict | None] = {
 REFERENCE = "Transformer"
 
 
-@dataclass
+@settings
 class VsTransformersConfig:
-    lengths: list[int] = field(default_factory=lambda: [1024, 4096])  # the paper's lengths: column labels
-    length_divisor: int = 1  # run at length / length_divisor (smoke tier)
-    batch: int = 32
-    d_model: int = 256
-    n_layers: int = 4
-    n_heads: int = 4
-    qkv_dim: int = 128
-    ffn_dim: int = 0  # 0: mixer-only blocks (see the spec: ~600k parameters leaves no room for an FFN)
-    vocab_size: int = 256  # byte-level tokens, as LRA's text task
-    n_classes: int = 2
-    performer_features: int | None = None  # None: round(d_head * ln d_head)
-    s4_layer: dict = field(default_factory=lambda: {"mode": "s4", "d_state": 256, "output": "linear",
-                                                    "tie_ab": True})
+    lengths: Ints(1, MAX_LENGTH) = field(default_factory=lambda: [1024, 4096])  # the paper's lengths: column labels
+    length_divisor: Int(1, MAX_LENGTH) = 1  # run at length / length_divisor (smoke tier)
+    batch: Int(1, 1 << 16) = 32
+    d_model: Int(1, MAX_WIDTH) = 256
+    n_layers: Int(1, 1024) = 4
+    n_heads: Int(1, 1024) = 4
+    qkv_dim: Int(1, MAX_WIDTH) = 128
+    ffn_dim: Int(0, 1 << 18) = 0  # 0: mixer-only blocks (see the spec: ~600k parameters leaves no room for an FFN)
+    vocab_size: Int(1, MAX_VOCAB) = 256  # byte-level tokens, as LRA's text task
+    n_classes: Int(2, 1 << 16) = 2
+    performer_features: Opt(Int(1, 1 << 16)) = None  # None: round(d_head * ln d_head)
+    s4_layer: Mapping = field(default_factory=lambda: {"mode": "s4", "d_state": 256, "output": "linear",
+                                                       "tie_ab": True})
     models: list[str] = field(default_factory=lambda: list(MODELS))
-    warmup: int = 3
-    reps: int = 10
-    allow_tf32: bool = False
-    memory_limit_gib: float | None = None
-    step_graph: bool = False  # CUDA: every model's whole training step replayed from one CUDA graph
+    warmup: Int(0, 10_000) = 3
+    reps: Int(1, 10_000) = 10
+    allow_tf32: Bool = False
+    memory_limit_gib: Opt(Num(0, lo_open=True)) = None
+    step_graph: Bool = False  # CUDA: every model's whole training step replayed from one CUDA graph
 
     def __post_init__(self) -> None:
-        check_ints("lengths", self.lengths, 1, MAX_LENGTH)
-        check_int("length_divisor", self.length_divisor, 1, MAX_LENGTH)
-        check_int("batch", self.batch, 1, 1 << 16)
-        check_int("d_model", self.d_model, 1, MAX_WIDTH)
-        check_int("n_layers", self.n_layers, 1, 1024)
-        check_int("n_heads", self.n_heads, 1, 1024)
-        check_int("qkv_dim", self.qkv_dim, 1, MAX_WIDTH)
-        check_int("ffn_dim", self.ffn_dim, 0, 1 << 18)
-        check_vocab("vocab_size", self.vocab_size)
-        check_int("n_classes", self.n_classes, 2, 1 << 16)
-        if self.performer_features is not None:
-            check_int("performer_features", self.performer_features, 1, 1 << 16)
-        check_int("warmup", self.warmup, 0, 10_000)
-        check_int("reps", self.reps, 1, 10_000)
-        if self.memory_limit_gib is not None:
-            check_num("memory_limit_gib", self.memory_limit_gib, 0, lo_open=True)
         if any(n % self.length_divisor for n in self.lengths):
             raise ValueError(f"length_divisor={self.length_divisor} must divide every length {self.lengths}")
         unknown = [m for m in self.models if m not in MODELS]

@@ -16,7 +16,7 @@ from ..judge.verdicts import counts_text, judge_tier
 from ..specs import registry
 from ..specs.expected import expected_path, load_expected
 from ..specs.spec import TIERS, find_spec, load_spec, spec_paths
-from ..store import read as store
+from ..store import read as store_read
 from ..store.read import ResultsError, latest_result, load_tier_results
 
 
@@ -61,7 +61,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(tabulate([[v.row, column_label(v.column), paper_text(v.paper, v.std), fmt(v.measured), v.check,
                                  v.verdict + (" (known)" if v.known_fail else "")
                                  + (" (sanity)" if v.role == "sanity" else ""),
-                                 "-" if v.result is None else store.store_of(loaded[v.result][0]), v.detail]
+                                 "-" if v.result is None else store_read.store_of(loaded[v.result][0]), v.detail]
                                 for v in shown], headers=["row", "column", "paper", "ours", "check", "verdict",
                                                           "store", "detail"]))
     return EXIT_BAD_INPUT if bad_file else EXIT_FAIL if failed else 0
@@ -69,14 +69,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _file_text(path: Path) -> str:
     """A results file for a verdict line: "local: local/results/<id>/<name>.json" (the store it lies in first)."""
-    return f"{store.store_of(path)}: {path}"
+    return f"{store_read.store_of(path)}: {path}"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for path in spec_paths():
         spec = load_spec(path)
-        have = [f"{t} ({store.store_of(path)})" for t in TIERS if (path := latest_result(spec.id, t))]
+        have = [f"{t} ({store_read.store_of(path)})" for t in TIERS if (path := latest_result(spec.id, t))]
         rows.append([spec.id, f"{spec.paper.upper()} {spec.table}", ",".join(spec.groups), spec.runner,
                      f"make {spec.make}" if spec.make else "-", ",".join(have) or "-"])
     print(tabulate(rows, headers=["id", "table", "groups", "runner", "make", "results"]))

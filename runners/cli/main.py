@@ -37,7 +37,7 @@ from ..core import layout
 from ..core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, SpecError
 from ..report.projection import StepRateError
 from ..specs.spec import DATA_VARIANTS, TIERS
-from ..store import read as store
+from ..store import read as store_read
 from ..store.read import ResultsError
 from ..train.tb_log import LOG_KINDS, LogUnavailable
 from .check import cmd_check, cmd_list, cmd_validate
@@ -50,7 +50,7 @@ def use_results_dir(args: argparse.Namespace) -> None:
     folder it names; without it, the reference store overlaid by the local one."""
     choice = getattr(args, "results", None)
     if choice:
-        store.READ_FROM = choice if choice in store.STORES else Path(choice)
+        store_read.READ_FROM = choice if choice in store_read.STORES else Path(choice)
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     finally:
         layout.RESULTS_DIR = default_results
-        store.READ_FROM = None
+        store_read.READ_FROM = None
 
 
 if __name__ == "__main__":

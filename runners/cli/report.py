@@ -11,7 +11,7 @@ from ..report.compare import compare_files, regressions
 from ..report.markdown import report_all
 from ..report.progress import finished_under, progress_table, training_progress
 from ..specs.spec import TIERS, find_spec, load_spec
-from ..store import read as store
+from ..store import read as store_read
 from ..store.read import load_tier_results
 
 
@@ -37,12 +37,13 @@ def store_pair(name: str, tier: str | None) -> tuple[Path, Path]:
         raise SpecError(f"compare {name}: give two results files (RESULT_A RESULT_B), or a spec id to compare its "
                         f"newest reference and local results")
     spec = load_spec(find_spec(name))
-    stores = (store.REFERENCE, store.LOCAL)
-    have = {name: [t for t in TIERS if load_tier_results(spec.id, t, store.store_root(name))] for name in stores}
+    stores = (store_read.REFERENCE, store_read.LOCAL)
+    have = {name: [t for t in TIERS if load_tier_results(spec.id, t, store_read.store_root(name))]
+            for name in stores}
     tiers = [tier] if tier else [t for t in reversed(TIERS) if all(t in have[s] for s in stores)][:1]
     missing = [s for s in stores if (tier not in have[s] if tier else not have[s])]
     if missing or not tiers:
-        held = "; ".join(f"{s} ({store.store_root(s)}/{spec.id}/): {', '.join(have[s]) or 'none'}"
+        held = "; ".join(f"{s} ({store_read.store_root(s)}/{spec.id}/): {', '.join(have[s]) or 'none'}"
                          for s in stores)
         if missing:
             raise SpecError(f"compare {spec.id}" + (f" --tier {tier}" if tier else "") + ": no " +
@@ -50,7 +51,7 @@ def store_pair(name: str, tier: str | None) -> tuple[Path, Path]:
                             f"store{'s' * (len(missing) > 1)}; tiers with results: {held}")
         raise SpecError(f"compare {spec.id}: no tier has results in both stores; tiers with results: {held}; "
                         f"run the spec at one of the reference store's tiers (or name one with --tier)")
-    newest = [load_tier_results(spec.id, tiers[0], store.store_root(s))[0][0] for s in stores]
+    newest = [load_tier_results(spec.id, tiers[0], store_read.store_root(s))[0][0] for s in stores]
     return newest[0], newest[1]
 
 

@@ -20,7 +20,7 @@ from ..specs.expected import expected_path, load_expected
 from ..specs.overrides import apply_overrides, config_yaml
 from ..specs.selection import cell_name, check_data_variant, glob_escape, select_cells, selected_set, tier_config
 from ..specs.spec import find_spec, load_spec, spec_paths, work_dir_for
-from ..store import read as store
+from ..store import read as store_read
 from ..store.read import load_result
 from ..train.table import TrainTableConfig, training_series, units_to_train
 from ..train.tb_log import check_logs
@@ -91,8 +91,8 @@ def results_destination(args: argparse.Namespace) -> Path:
         raise SpecError("run: --reference and --output DIR both say where the results file goes; give one of them")
     if getattr(args, "output", None):
         return Path(args.output)
-    return store.store_root(store.REFERENCE if getattr(args, "reference", False)
-                                   else store.LOCAL)
+    return store_read.store_root(store_read.REFERENCE if getattr(args, "reference", False)
+                                   else store_read.LOCAL)
 
 
 def positive_int(text: str) -> int:
@@ -113,7 +113,8 @@ def training_selection(args: argparse.Namespace, cells: list[tuple[str, str]]) -
 
 
 def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
-    """``run --gpus``: one training cell per GPU in its own process (runners/execute/scheduler.py), then the results file."""
+    """``run --gpus``: one training cell per GPU in its own process (runners/execute/scheduler.py), then the results
+    file."""
     try:
         gpus = parse_gpus(args.gpus)
     except ValueError as exc:

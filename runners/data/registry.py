@@ -2,39 +2,11 @@
 stand-ins) that write such a layout into a directory of the suite's own."""
 from __future__ import annotations
 
-from pathlib import Path
+import inspect
 from typing import Any, Callable
 
+from ..specs.registry import Registry
 from .base import TaskData
-
-
-def _lra(task: str) -> Callable[..., TaskData]:
-    def load(root: Path, **kwargs: Any) -> TaskData:
-        from .lra import LRA_LOADERS
-
-        return LRA_LOADERS[task](root, **kwargs)
-
-    def target() -> Callable[..., Any]:
-        from .lra import LRA_LOADERS
-
-        return LRA_LOADERS[task]
-
-    load.target = target  # type: ignore[attr-defined]
-    return load
-
-
-def _lazy(module: str, name: str) -> Callable[..., Any]:
-    def target() -> Callable[..., Any]:
-        import importlib
-
-        return getattr(importlib.import_module(module, __package__), name)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return target()(*args, **kwargs)
-
-    call.target = target  # type: ignore[attr-defined]
-    return call
-
 
 #: arguments the framework passes itself (the data root, the progress flag), never given in a spec
 FRAMEWORK_ARGS = {"root", "data_dir", "out", "progress"}
@@ -43,10 +15,7 @@ FRAMEWORK_ARGS = {"root", "data_dir", "out", "progress"}
 def check_arguments(fn: Callable[..., Any], args: dict, where: str) -> None:
     """Raise ValueError naming ``where`` and the key for an argument that ``fn`` (a loader or preparer of this
     registry) does not take, or a value whose type its annotation (bool, int, float, str) rules out."""
-    import inspect
-
-    target = getattr(fn, "target", None)  # the registry's lazy wrappers name the function they call
-    params = inspect.signature(target() if target else fn).parameters
+    params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     allowed = sorted(n for n, p in params.items() if n not in FRAMEWORK_ARGS
@@ -63,29 +32,33 @@ def check_arguments(fn: Callable[..., Any], args: dict, where: str) -> None:
             raise ValueError(f"{where}.{key}: {value!r} not allowed; expected {ann}")
 
 
-LOADERS: dict[str, Callable[..., TaskData]] = {
-    **{t: _lra(t) for t in ("listops", "text", "retrieval", "image", "pathfinder", "pathx")},
-    "speech_commands": _lazy(".speech_commands", "load_speech_commands"),
-    "mnist": _lazy(".mnist", "load_mnist"),
-    "scifar": _lazy(".scifar", "load_scifar"),
-    "bidmc": _lazy(".bidmc", "load_bidmc"),
-    "seq_shapes": _lazy(".seq_shapes", "load_seq_shapes"),
-    "tones": _lazy(".tones", "load_tones"),
-}
+#: name -> fn(root, **kwargs) -> TaskData, reading a dataset's published layout under root (each module imported on
+#: first use)
+LOADERS: Registry[Callable[..., TaskData]] = Registry("loader")
+for _name, _target in {
+    "listops": "lra.listops:load_listops", "text": "lra.text:load_imdb", "retrieval": "lra.retrieval:load_aan",
+    "image": "lra.image:load_lra_image", "pathfinder": "lra.pathfinder:load_pathfinder",
+    "pathx": "lra.pathfinder:load_pathx", "speech_commands": "speech_commands:load_speech_commands",
+    "mnist": "mnist:load_mnist", "scifar": "scifar:load_scifar", "bidmc": "bidmc:load_bidmc",
+    "seq_shapes": "seq_shapes:load_seq_shapes", "tones": "tones:load_tones",
+}.items():
+    LOADERS.register_lazy(_name, f"{__package__}.{_target}")
 
 #: name -> fn(root, **kwargs) writing a dataset in its published layout under root.
-PREPARERS: dict[str, Callable[..., Any]] = {
-    "listops": _lazy(".lra.listops_gen", "generate_listops"),
-    "pathfinder": _lazy(".lra.pathfinder_gen", "generate_pathfinder"),
-    "imdb_standin": _lazy(".standins", "write_imdb_standin"),
-    "aan_standin": _lazy(".standins", "write_aan_standin"),
-    "cifar_standin": _lazy(".standins", "write_cifar_standin"),
-    "seq_shapes": _lazy(".seq_shapes", "generate_seq_shapes"),  # made by the suite for S4D Table 3a's claim
-    "speech_commands_standin": _lazy(".standins", "write_speech_commands_standin"),
-    "mnist_standin": _lazy(".standins", "write_mnist_standin"),
-    "bidmc_standin": _lazy(".standins", "write_bidmc_standin"),
-    "tones": _lazy(".tones", "write_tones"),  # made by the suite for the resolution-change claim
-}
+PREPARERS: Registry[Callable[..., Any]] = Registry("preparer")
+for _name, _target in {
+    "listops": "lra.listops_gen:generate_listops",
+    "pathfinder": "lra.pathfinder_gen:generate_pathfinder",
+    "imdb_standin": "standins:write_imdb_standin",
+    "aan_standin": "standins:write_aan_standin",
+    "cifar_standin": "standins:write_cifar_standin",
+    "seq_shapes": "seq_shapes:generate_seq_shapes",  # made by the suite for S4D Table 3a's claim
+    "speech_commands_standin": "standins:write_speech_commands_standin",
+    "mnist_standin": "standins:write_mnist_standin",
+    "bidmc_standin": "standins:write_bidmc_standin",
+    "tones": "tones:write_tones",  # made by the suite for the resolution-change claim
+}.items():
+    PREPARERS.register_lazy(_name, f"{__package__}.{_target}")
 
 #: preparers that make the papers' data by the papers' own procedure (not stand-ins)
 GENERATORS = ("listops", "pathfinder")

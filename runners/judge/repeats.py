@@ -1,9 +1,9 @@
 """Cells measured in more than one results file of a tier: every run's value and the verdict its check gives.
 
-A tier's verdict reads the newest run that measured a cell (:func:`runners.judge.verdicts.judge_tier`); when the same cell
-was measured again (a rerun, a timing repeated on another card), the report also lists the other runs, so a verdict
-that would have differed on an earlier run, or a timing that moves between runs, is in plain view. Each earlier
-value is judged by the same check as the newest one.
+A tier's verdict reads the newest run that measured a cell (:func:`runners.judge.verdicts.judge_tier`); when the
+same cell was measured again (a rerun, a timing repeated on another card), the report also lists the other runs, so a
+verdict that would have differed on an earlier run, or a timing that moves between runs, is in plain view. Each
+earlier value is judged by the same check as the newest one.
 """
 from __future__ import annotations
 

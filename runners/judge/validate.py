@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..core.atomic import to_json_text
 from ..core.errors import SpecError
 from ..core.yamlio import plain_problem
 from ..specs import registry
@@ -30,8 +31,6 @@ MAX_RESULTS_SPEC_BYTES = 8 << 20
 def json_problem(spec: Spec) -> str | None:
     """Why the results file of ``spec`` could not embed its resolved spec and a tier's config (the resolved spec
     not plain, a value JSON cannot write, or too large), as one line naming the file and key; None when it can."""
-    from ..core.atomic import to_json_text
-
     problem = plain_problem(spec.resolved)
     if problem:
         return f"{spec.path}: {problem} (the resolved spec is written into every results file, as JSON)"

@@ -4,11 +4,11 @@ One (spec, tier) may have several results files (a run of some cells, a rerun of
 judged by the newest file whose ``selected_cells`` holds it and that measured it (:func:`judge_tier`): a newer file
 that left the cell null with a declared reason (not measured here) never hides an older measurement. The check
 kinds and their verdicts are described in expected/README.md; the results files are read and checked by
-:mod:`runners.store.read` (re-exported here).
+:mod:`runners.store.read`.
 
 Every judged value is first held against its unit's physical range (% in [0, 100], times, memory, rates and
-speed-ups > 0, ...: :func:`runners.specs.expected.unit_range`), in the cell itself and in the cells an ordering refers to;
-a null value is FAIL where the results file shows the cell was trained and gave none (every validation metric NaN:
+speed-ups > 0, ...: :func:`runners.specs.expected.unit_range`), in the cell itself and in the cells an ordering refers
+to; a null value is FAIL where the results file shows the cell was trained and gave none (every validation metric NaN:
 diverged), and NOT-RUN only with the runner's reason.
 """
 from __future__ import annotations

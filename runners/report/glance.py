@@ -15,7 +15,11 @@ from typing import Any
 
 from ..core.textfmt import column_label, fmt, paper_text
 from ..judge.repeats import Repeat, provenance
+from ..judge.settings import Today
 from ..judge.verdicts import CellVerdict, judge_tier
+from ..specs.expected import expected_path, load_expected
+from ..specs.spec import TIERS, find_spec, load_spec
+from ..store.read import load_tier_results
 
 JUDGED = ("PASS", "IMPROVED", "FAIL", "STALE")
 LISTED_CELLS = 6  # a bullet names each cell's value up to this many cells; beyond, counts only
@@ -139,11 +143,6 @@ def other_tiers(tier: str, files: list[tuple[Any, dict]]) -> dict[str, list[Cell
     """The verdicts of the spec's other tiers, read from the results folder ``files`` come from (the report's
     glance names their FAILs; files from both stores: the stores read now, overlaid); {} where that cannot be told
     (no files, or files not under results/<spec id>/)."""
-    from ..specs.expected import expected_path, load_expected
-    from ..store.read import load_tier_results
-    from ..judge.settings import Today
-    from ..specs.spec import TIERS, find_spec, load_spec
-
     if not files or not isinstance(files[0][0], Path) or not isinstance(files[0][1].get("spec_id"), str):
         return {}
     spec_id = files[0][1]["spec_id"]

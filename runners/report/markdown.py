@@ -294,7 +294,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
 
     ``results_root``: the results folder to read (None: the folders :func:`runners.store.read.read_roots`
     names, by default the reference store overlaid by the local one); ``loaded``: the tier's results files as
-    :func:`runners.judge.verdicts.load_tier_results` gives them (read here when not given).
+    :func:`runners.store.read.load_tier_results` gives them (read here when not given).
     """
     expected = load_expected(expected_path(spec.id))
     loaded = loaded or {t: load_tier_results(spec.id, t, results_root) for t in TIERS}

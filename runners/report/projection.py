@@ -15,38 +15,68 @@ the key.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError
+
+from ..specs.schema import Num, problems
 from ..store.read import read_json_file
 
 STEP_RATES = "step-rates"  # folder under the results root
-_KEYS = {"spec_id": str, "tier": str, "row": str, "task": str, "batch": int, "n_train": int,
-         "steps_per_second": (int, float), "device": str, "recorded": str, "cells": list}
 
 
 class StepRateError(ValueError):
     """A step-rate record that cannot be used: the message names the file and the key."""
 
 
+Positive = Num(0, lo_open=True, tail="expected a number > 0")
+
+
+class CellProjection(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", allow_inf_nan=False)
+    cell: Annotated[str, Strict()]  # 'row/column'
+    projected_gpu_hours: Positive
+
+
+class StepRateRecord(BaseModel):
+    """A step-rate record (benchmarks/diagnostics/train_step_profile.py writes them); more keys are kept as written."""
+
+    model_config = ConfigDict(strict=True, extra="allow", allow_inf_nan=False)
+    spec_id: Annotated[str, Strict()]
+    tier: Annotated[str, Strict()]
+    row: Annotated[str, Strict()]
+    task: Annotated[str, Strict()]
+    batch: Annotated[int, Strict()]
+    n_train: Annotated[int, Strict()]
+    steps_per_second: Positive
+    device: Annotated[str, Strict()]
+    recorded: Annotated[str, Strict()]
+    cells: list[CellProjection]
+
+
 def _check(path: Path, doc: Any) -> dict:
+    """``doc`` if it is a usable step-rate record, else StepRateError naming ``path`` and the key."""
     if not isinstance(doc, dict):
         raise StepRateError(f"{path}: a step-rate record must be a JSON object, got {type(doc).__name__}")
-    for key, kind in _KEYS.items():
-        if key not in doc:
-            raise StepRateError(f"{path}: key {key!r} missing (a step-rate record holds {', '.join(_KEYS)})")
-        if not isinstance(doc[key], kind) or isinstance(doc[key], bool):
-            raise StepRateError(f"{path}: key {key!r} = {doc[key]!r} is not a {getattr(kind, '__name__', 'number')}")
-    if not (math.isfinite(doc["steps_per_second"]) and doc["steps_per_second"] > 0):
-        raise StepRateError(f"{path}: key 'steps_per_second' = {doc['steps_per_second']!r}: expected a number > 0")
-    for i, cell in enumerate(doc["cells"]):
-        where = f"{path}: cells[{i}]"
-        if not isinstance(cell, dict) or not isinstance(cell.get("cell"), str):
-            raise StepRateError(f"{where}: expected {{cell: 'row/column', series, epochs, projected_gpu_hours}}")
-        hours = cell.get("projected_gpu_hours")
-        if not isinstance(hours, (int, float)) or isinstance(hours, bool) or not (math.isfinite(hours) and hours > 0):
-            raise StepRateError(f"{where}: key 'projected_gpu_hours' = {hours!r}: expected a number > 0")
+    try:
+        StepRateRecord.model_validate(doc)
+    except ValidationError as exc:
+        first = problems(exc)[0]
+        if first.loc[0] == "cells" and len(first.loc) > 1:
+            where = f"{path}: cells[{first.loc[1]}]"
+            if len(first.loc) > 2 and first.loc[2] == "projected_gpu_hours" and first.kind != "missing":
+                raise StepRateError(f"{where}: key 'projected_gpu_hours' = {first.value!r}: expected a number > 0") \
+                    from None
+            raise StepRateError(f"{where}: expected {{cell: 'row/column', series, epochs, projected_gpu_hours}}") \
+                from None
+        key = first.loc[0]
+        if first.kind == "missing":
+            raise StepRateError(f"{path}: key {key!r} missing (a step-rate record holds "
+                                f"{', '.join(StepRateRecord.model_fields)})") from None
+        if key == "steps_per_second":
+            raise StepRateError(f"{path}: key 'steps_per_second' = {doc[key]!r}: expected a number > 0") from None
+        raise StepRateError(f"{path}: key {key!r} = {doc[key]!r} is not a {first.type_name or 'list'}") from None
     return doc
 
 

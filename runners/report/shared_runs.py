@@ -9,16 +9,15 @@ from pathlib import Path
 
 from ..core.textfmt import fmt
 from ..judge.verdicts import CellVerdict
+from ..specs.selection import tier_config
 from ..specs.spec import Spec
 from ..store.read import load_tier_results, recorded_time
+from ..train.table import TrainTableConfig, runs_task
 
 
 def shared_cells(spec: Spec, tier: str) -> list[tuple[str, str, str, str, str]]:
     """(row, task, data variant, home spec, home row) of every training cell of ``tier`` that trains in another
     spec's run; [] for a spec that is not a training table."""
-    from ..specs.selection import tier_config
-    from ..train.table import TrainTableConfig, runs_task
-
     out = []
     for data in ("release", "suite") if spec.tiers[tier].suite_data is not None else ("release",):
         config = tier_config(spec, tier, data)
@@ -34,7 +33,7 @@ def shared_cells(spec: Spec, tier: str) -> list[tuple[str, str, str, str, str]]:
 def newer_shared_run_lines(spec: Spec, tier: str, files: list[tuple[Path, dict]], verdicts: list[CellVerdict],
                            results_root: Path | None = None) -> list[str]:
     """One report line per shared cell whose run has, in its home spec's results (``results_root`` as
-    :func:`runners.judge.verdicts.load_tier_results` reads it), a value newer than the results file judging the cell here
+    :func:`runners.store.read.load_tier_results` reads it), a value newer than the results file judging the cell here
     (or none judges it here)."""
     judged = {(v.row, v.column): v for v in verdicts}
     shared = [c for c in shared_cells(spec, tier) if (c[0], c[1]) in judged]

@@ -1,12 +1,16 @@
 """Schemas of the model settings a spec passes to ssm_core (SequenceModel / SSMLayer / kernels, the Transformer
 baseline, LSSL): every key known, every value of the right type and range, checked before anything is built.
 
-Each ``check_*`` raises ValueError whose message starts with the key path under ``where`` (for example
-``models.S4.model.layer.d_state: 0 not allowed; expected an even integer in [2, 65536]``).
+Each is a pydantic model of the vocabulary in runners/specs/schema.py; ``check_*`` validates a mapping against it
+and raises ValueError whose message starts with the key path under ``where`` (for example
+``models.S4.model.layer.d_state: 0 not allowed; expected an even integer in [2, 65536]``), then checks the rules
+across keys.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Annotated, Any, Optional
+
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from ssm_core.baselines.attention import ATTENTIONS
 from ssm_core.baselines.lssl import KRYLOV_METHODS
@@ -18,124 +22,130 @@ from ssm_core.kernels.params import DISCRETIZATIONS, REAL_TRANSFORMS, check_lr
 from ssm_core.layers import ACTIVATIONS, MODES, OUTPUTS
 from ssm_core.ops.backend import BACKENDS
 
-from .schema import MAX_LENGTH, MAX_STATE, MAX_WIDTH, check_bool, check_choice, check_int, check_num
+from .schema import (MAX_LENGTH, MAX_STATE, MAX_WIDTH, STRICT, UNSET, Bool, Choice, Int, Mapping, Num, check_int,
+                     problems)
 
 MAX_LAYERS = 1024
 MAX_CHANNELS = 256
 MAX_VOCAB = 1 << 24
-
-Check = Callable[[str, Any], None]
-
-
-def _opt(check: Check) -> Check:
-    """``check`` that also admits None (the library's default)."""
-    return lambda key, v: None if v is None else check(key, v)
+#: the Transformer's attention implementations
+ATTENTION_IMPLS = ("materialized", "sdpa")
 
 
-def _int(lo: int, hi: int, even: bool = False) -> Check:
-    return lambda key, v: check_int(key, v, lo, hi, even=even)
+def _ssm_lr(value: Any) -> Any:
+    """The SSM parameters' learning rate (ssm_core.kernels.params.check_lr): a number, None, or {dt, A, B}."""
+    check_lr(value)
+    return value
 
 
-def _num(lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False) -> Check:
-    return lambda key, v: check_num(key, v, lo, hi, lo_open=lo_open, hi_open=hi_open)
+#: the dropout probability of a layer
+Dropout = Num(0, 1, hi_open=True)
+#: a step size's bound
+StepSize = Num(0, 10, lo_open=True)
 
 
-def _choice(choices: Any) -> Check:
-    return lambda key, v: check_choice(key, v, list(choices))
+class LayerArgs(BaseModel):
+    """SSMLayer and its kernels' keyword arguments (d_model comes from the model)."""
 
+    model_config = STRICT
 
-def _ssm_lr(key: str, v: Any) -> None:
-    """The SSM parameters' learning rate (ssm_core.kernels.params.check_lr), the message under ``key``."""
-    try:
-        check_lr(v)
-    except ValueError as exc:
-        raise ValueError(f"{key}: {exc}") from None
-
-
-def _dict(key: str, v: Any) -> None:
-    if not isinstance(v, dict):
-        raise ValueError(f"{key}: {v!r} not allowed; expected a mapping")
-
-
-_DROPOUT = _num(0, 1, hi_open=True)
-_DT = _num(0, 10, lo_open=True)
-
-#: SSMLayer and its kernels' keyword arguments (d_model comes from the model)
-LAYER_KEYS: dict[str, Check] = {
-    "d_state": _int(2, MAX_STATE, even=True),  # N: N/2 complex modes are stored
-    "mode": _choice(MODES),
-    "init": lambda key, v: None,  # checked against the mode below
-    "bidirectional": check_bool,
-    "channels": _int(1, MAX_CHANNELS),
-    "activation": _choice(ACTIVATIONS),
-    "output": _choice(OUTPUTS),
-    "dropout": _DROPOUT,
-    "transposed": check_bool,
-    "dt_min": _DT,
-    "dt_max": _DT,
-    "lr": _ssm_lr,  # a number, None, or {dt, A, B} (None there: the global learning rate)
-    "backend": _opt(_choice(BACKENDS)),
+    d_state: Int(2, MAX_STATE, even=True) = UNSET  # N: N/2 complex modes are stored
+    mode: Choice(MODES) = UNSET
+    init: Any = UNSET  # checked against the mode (check_layer)
+    bidirectional: Bool = UNSET
+    channels: Int(1, MAX_CHANNELS) = UNSET
+    activation: Choice(ACTIVATIONS) = UNSET
+    output: Choice(OUTPUTS) = UNSET
+    dropout: Dropout = UNSET
+    transposed: Bool = UNSET
+    dt_min: StepSize = UNSET
+    dt_max: StepSize = UNSET
+    lr: Annotated[Any, AfterValidator(_ssm_lr)] = UNSET  # a number, None, or {dt, A, B} (None: the global rate)
+    backend: Optional[Choice(BACKENDS)] = UNSET
     # kernel keyword arguments
-    "discretization": _choice(DISCRETIZATIONS),
-    "real_transform": _choice(REAL_TRANSFORMS),
-    "normalization": _choice(NORMALIZATIONS),
-    "trainable_a": check_bool,
-    "trainable_b": check_bool,
-    "tie_ab": check_bool,
-    "l_max": _opt(_int(1, MAX_LENGTH)),
-    "init_kwargs": _opt(_dict),
-}
+    discretization: Choice(DISCRETIZATIONS) = UNSET
+    real_transform: Choice(REAL_TRANSFORMS) = UNSET
+    normalization: Choice(NORMALIZATIONS) = UNSET
+    trainable_a: Bool = UNSET
+    trainable_b: Bool = UNSET
+    tie_ab: Bool = UNSET
+    l_max: Optional[Int(1, MAX_LENGTH)] = UNSET
+    init_kwargs: Optional[Mapping] = UNSET
+
+
 #: kernel keys that only one family of kernels takes
 DPLR_ONLY = {"l_max"}
 DIAG_ONLY = {"discretization", "normalization", "init_kwargs"}
 
-SEQUENCE_MODEL_KEYS: dict[str, Check] = {
-    "d_model": _int(1, MAX_WIDTH),
-    "n_layers": _int(1, MAX_LAYERS),
-    "layer": _dict,
-    "norm": _choice(NORMS),
-    "prenorm": check_bool,
-    "dropout": _DROPOUT,
-    "pool": _choice(POOLS),
-    "mask_padding": check_bool,
-    "encoder_bias": check_bool,
-}
 
-TRANSFORMER_KEYS: dict[str, Check] = {
-    "d_model": _int(1, MAX_WIDTH),
-    "n_layers": _int(1, MAX_LAYERS),
-    "n_heads": _int(1, 1024),
-    "qkv_dim": _opt(_int(1, MAX_WIDTH)),
-    "ffn_dim": _int(0, 1 << 18),
-    "attention": _choice(ATTENTIONS),
-    "impl": _choice(("materialized", "sdpa")),
-    "causal": check_bool,
-    "pool": _choice(POOLS),
-    "n_features": _opt(_int(1, 1 << 16)),
-    "dropout": _DROPOUT,
-    "feature_seed": _int(0, 2**32 - 1),  # a seed: numpy's range, as every seed of a spec (runners/specs/spec.py)
-}
+class SequenceModelArgs(BaseModel):
+    """ssm_core.SequenceModel keyword arguments (without d_input, d_output, vocab_size: the task sets them)."""
 
-LSSL_KEYS: dict[str, Check] = {
-    "dt_min": _DT, "dt_max": _DT, "trainable_a": check_bool, "trainable_b": check_bool,
-    "krylov_method": _choice(KRYLOV_METHODS), "activation": _choice(ACTIVATIONS), "dropout": _DROPOUT,
-}
+    model_config = STRICT
+
+    d_model: Int(1, MAX_WIDTH) = UNSET
+    n_layers: Int(1, MAX_LAYERS) = UNSET
+    layer: Mapping = UNSET
+    norm: Choice(NORMS) = UNSET
+    prenorm: Bool = UNSET
+    dropout: Dropout = UNSET
+    pool: Choice(POOLS) = UNSET
+    mask_padding: Bool = UNSET
+    encoder_bias: Bool = UNSET
 
 
-def _check_keys(where: str, kwargs: Any, schema: dict[str, Check]) -> None:
+class TransformerArgs(BaseModel):
+    """TransformerModel keyword arguments (without vocab_size, d_output, d_input)."""
+
+    model_config = STRICT
+
+    d_model: Int(1, MAX_WIDTH) = UNSET
+    n_layers: Int(1, MAX_LAYERS) = UNSET
+    n_heads: Int(1, 1024) = UNSET
+    qkv_dim: Optional[Int(1, MAX_WIDTH)] = UNSET
+    ffn_dim: Int(0, 1 << 18) = UNSET
+    attention: Choice(ATTENTIONS) = UNSET
+    impl: Choice(ATTENTION_IMPLS) = UNSET
+    causal: Bool = UNSET
+    pool: Choice(POOLS) = UNSET
+    n_features: Optional[Int(1, 1 << 16)] = UNSET
+    dropout: Dropout = UNSET
+    feature_seed: Int(0, 2**32 - 1) = UNSET  # a seed: numpy's range, as every seed of a spec (runners/specs/spec.py)
+
+
+class LSSLArgs(BaseModel):
+    """LSSL keyword arguments (d_model and d_state come from the runner)."""
+
+    model_config = STRICT
+
+    dt_min: StepSize = UNSET
+    dt_max: StepSize = UNSET
+    trainable_a: Bool = UNSET
+    trainable_b: Bool = UNSET
+    krylov_method: Choice(KRYLOV_METHODS) = UNSET
+    activation: Choice(ACTIVATIONS) = UNSET
+    dropout: Dropout = UNSET
+
+
+def _check_keys(where: str, kwargs: Any, schema: type[BaseModel]) -> None:
+    """``kwargs`` validated by ``schema``: ValueError "<where>: unknown key(s) [...]; allowed: [...]" or
+    "<where>.<key>: <value> not allowed; ..." for the first problem."""
     if not isinstance(kwargs, dict):
         raise ValueError(f"{where}: {kwargs!r} not allowed; expected a mapping")
-    allowed = sorted(schema)
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {allowed}")
-    for key, value in kwargs.items():
-        schema[key](f"{where}.{key}", value)
+    try:
+        schema.model_validate(kwargs)
+    except ValidationError as exc:
+        found = problems(exc)
+        unknown = sorted(p.key for p in found if p.kind == "unknown")
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(schema.model_fields)}") from None
+        first = found[0]
+        raise ValueError(f"{where}.{first.key}: {first.text}") from None
 
 
 def check_layer(where: str, kwargs: Any) -> None:
     """SSMLayer keyword arguments (without d_model, which the model sets)."""
-    _check_keys(where, kwargs, LAYER_KEYS)
+    _check_keys(where, kwargs, LayerArgs)
     mode = kwargs.get("mode", "s4d")
     init = kwargs.get("init", "legs")
     inits = DPLR_INITS if mode == "s4" else DIAGONAL_INITS
@@ -153,13 +163,13 @@ def check_layer(where: str, kwargs: Any) -> None:
 
 def check_sequence_model(where: str, kwargs: Any) -> None:
     """ssm_core.SequenceModel keyword arguments (without d_input, d_output, vocab_size: the task sets them)."""
-    _check_keys(where, kwargs, SEQUENCE_MODEL_KEYS)
+    _check_keys(where, kwargs, SequenceModelArgs)
     check_layer(f"{where}.layer", kwargs.get("layer", {}))
 
 
 def check_transformer(where: str, kwargs: Any) -> None:
     """TransformerModel keyword arguments (without vocab_size, d_output, d_input)."""
-    _check_keys(where, kwargs, TRANSFORMER_KEYS)
+    _check_keys(where, kwargs, TransformerArgs)
     d_model, n_heads = kwargs.get("d_model", 256), kwargs.get("n_heads", 4)
     qkv = kwargs.get("qkv_dim") or d_model
     if qkv % n_heads:
@@ -169,7 +179,7 @@ def check_transformer(where: str, kwargs: Any) -> None:
 
 
 def check_lssl(where: str, kwargs: Any) -> None:
-    _check_keys(where, kwargs, LSSL_KEYS)
+    _check_keys(where, kwargs, LSSLArgs)
 
 
 def check_vocab(key: str, value: Any) -> None:

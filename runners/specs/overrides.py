@@ -20,6 +20,8 @@ import yaml
 
 from ..core.errors import SpecError
 from ..core.yamlio import load_yaml_text
+from . import registry
+from .selection import tier_config
 from .spec import FRAMEWORK_KEYS, Spec, load_spec
 
 
@@ -54,16 +56,13 @@ def _walk(node: Any, prefix: str = "") -> Iterator[str]:
 
 
 def known_keys(raw: dict, config_cls: type) -> list[str]:
-    """The keys ``--set`` accepts for a tier whose mapping is ``raw`` and whose runner config is ``config_cls``."""
-    from ..train.config import TrainConfig
-    from ..train.table import TrainTableConfig
-
+    """The keys ``--set`` accepts for a tier whose mapping is ``raw`` and whose runner config is ``config_cls``: the
+    mapping's own, the framework's, the config's fields, and what the config adds (its ``settable_keys(raw, keys)``,
+    e.g. a training table's train settings under every row and task)."""
     keys = set(_walk(raw)) | set(FRAMEWORK_KEYS) | {f.name for f in dataclasses.fields(config_cls)}
-    if issubclass(config_cls, TrainTableConfig):  # each row and task of a training table may hold train settings
-        keys |= {f"{group}.{name}.train" for group in ("models", "tasks")
-                 for name in (raw.get(group) if isinstance(raw.get(group), dict) else {})}
-    train_maps = [k for k in keys if k == "train" or k.endswith(".train")]  # TrainConfig fields, defaults included
-    keys |= {f"{p}.{f.name}" for p in train_maps for f in dataclasses.fields(TrainConfig)}
+    more = getattr(config_cls, "settable_keys", None)
+    if more is not None:
+        keys |= set(more(raw, keys))
     return sorted(keys)
 
 
@@ -129,8 +128,6 @@ def apply_overrides(spec: Spec, tier: str, texts: Sequence[str]) -> Spec:
     other tiers are untouched. The returned spec's ``overrides`` lists the texts."""
     if not texts:
         return spec
-    from . import registry
-
     config_cls = registry.get(spec.runner).config
     doc = _fresh(spec.resolved)
     raw = doc["tiers"][tier] = doc["tiers"].get(tier) or {}
@@ -159,8 +156,6 @@ def apply_overrides(spec: Spec, tier: str, texts: Sequence[str]) -> Spec:
 def resolved_config(spec: Spec, tier: str, data: str = "release") -> dict:
     """The tier's whole configuration: framework keys, then every field of the runner's config with its
     default filled in (what the runner receives; ``data="suite"``: the tier's suite-data variant)."""
-    from .selection import tier_config
-
     tier_spec = spec.tiers[tier]
     config = dataclasses.asdict(tier_config(spec, tier, data))
     return _plain({"device": tier_spec.device, "seed": tier_spec.seed, **config})

@@ -1,9 +1,9 @@
-"""Registries of runners and plots by name. A runner turns one tier's config into measured cells; a plot draws a
-results file's ``series``.
+"""Registries by name: one :class:`Registry` (lm-evaluation-harness's pattern) holds the runners, another the plots;
+runners/data/registry.py holds the datasets' loaders and preparers in two more.
 
-A runner is registered with the dataclass that describes its config; the spec loader builds
-that dataclass from the tier's YAML mapping and reports unknown keys or wrong types with the
-file and key (see :mod:`runners.config`).
+A runner turns one tier's config into measured cells. It is registered with the dataclass that describes its
+config; the spec loader builds that dataclass from the tier's YAML mapping and reports unknown keys or wrong types
+with the file and key (runners/specs/spec.py). A plot draws a results file's ``series``.
 
     @register("analytic.theorem3", config=Theorem3Config, kind="analytic", cells=theorem3_cells)
     def run_theorem3(cfg: Theorem3Config, ctx: RunContext) -> RunOutput: ...
@@ -19,10 +19,75 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from collections.abc import Iterator, MutableMapping
+from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 import torch
 from tqdm.auto import tqdm
+
+T = TypeVar("T")
+
+
+class Registry(MutableMapping[str, T], Generic[T]):
+    """Names -> objects of one ``kind`` (runner, plot, loader, ...), a mapping in the order of registration.
+
+    :meth:`register` adds a name once (a second registration of it is an error), directly or as a decorator;
+    :meth:`register_lazy` adds ``"module:attribute"``, imported when the name is first looked up, so that listing or
+    checking names does not import the modules behind them. Setting an item replaces it (a test's stand-in).
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Any] = {}
+        self._lazy: dict[str, str] = {}
+
+    def register(self, name: str, obj: Any = None) -> Any:
+        """``registry.register(name, obj)``, or ``@registry.register(name)`` above the object."""
+        if obj is None:
+            return lambda target: self.register(name, target)
+        if name in self:
+            raise ValueError(f"{self.kind} {name!r} registered twice")
+        self._entries[name] = obj
+        return obj
+
+    def register_lazy(self, name: str, target: str) -> None:
+        """Register ``name`` as ``target`` ("package.module:attribute"), imported on first lookup."""
+        if name in self:
+            raise ValueError(f"{self.kind} {name!r} registered twice")
+        module, sep, attribute = target.partition(":")
+        if not (sep and module and attribute):
+            raise ValueError(f"{self.kind} {name!r}: {target!r} is not 'module:attribute'")
+        self._entries[name] = None
+        self._lazy[name] = target
+
+    def __getitem__(self, name: str) -> T:
+        if name not in self._entries:
+            raise KeyError(name)
+        if name in self._lazy:
+            module, _, attribute = self._lazy.pop(name).partition(":")
+            self._entries[name] = getattr(importlib.import_module(module), attribute)
+        return self._entries[name]
+
+    def __setitem__(self, name: str, obj: T) -> None:
+        self._lazy.pop(name, None)
+        self._entries[name] = obj
+
+    def __delitem__(self, name: str) -> None:
+        self._lazy.pop(name, None)
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {list(self._entries)})"
+
 
 #: A measured value: a number, the string "X" (failed / out of memory, as in the papers), or None (not measured).
 Value = Union[float, int, str, None]
@@ -119,7 +184,7 @@ class RunnerEntry:
     cells: CellsFn | None = None  # None: the runner cannot tell its cells before it runs
 
 
-RUNNERS: dict[str, RunnerEntry] = {}
+RUNNERS: Registry[RunnerEntry] = Registry("runner")
 
 #: Modules that register runners when imported (kept explicit so `runners list` is complete).
 RUNNER_MODULES = (
@@ -131,30 +196,29 @@ RUNNER_MODULES = (
 
 
 def register(name: str, *, config: type, kind: str, cells: CellsFn | None = None) -> Callable:
+    """``@register("analytic.theorem3", config=Theorem3Config, kind="analytic")`` above the runner function."""
     if kind not in RUNNER_KINDS:
         raise ValueError(f"runner {name!r}: kind {kind!r} not in {RUNNER_KINDS}")
     if not dataclasses.is_dataclass(config):
         raise TypeError(f"runner {name!r}: config must be a dataclass, got {config!r}")
 
     def wrap(fn: Callable[[Any, RunContext], RunOutput]) -> Callable[[Any, RunContext], RunOutput]:
-        if name in RUNNERS:
-            raise ValueError(f"runner {name!r} registered twice")
-        RUNNERS[name] = RunnerEntry(name, kind, config, fn, cells)
+        RUNNERS.register(name, RunnerEntry(name, kind, config, fn, cells))
         return fn
 
     return wrap
 
 
-def load_all() -> dict[str, RunnerEntry]:
+def load_all() -> Registry[RunnerEntry]:
+    """Every runner: the modules of :data:`RUNNER_MODULES` imported (they register theirs)."""
     for module in RUNNER_MODULES:
         importlib.import_module(module)
     return RUNNERS
 
 
 def get(name: str) -> RunnerEntry:
+    """The runner registered as ``name`` (KeyError if none is)."""
     load_all()
-    if name not in RUNNERS:
-        raise KeyError(name)
     return RUNNERS[name]
 
 
@@ -162,15 +226,9 @@ def get(name: str) -> RunnerEntry:
 #: A plot: ``fn(result, path, expected)``. ``result`` is the whole results JSON, ``expected`` the table's expected
 #: file (for the paper's values); the function writes a PNG at ``path``. A spec names plots; the report draws them.
 PlotFn = Callable[[dict, Path, Optional[dict]], None]
-PLOTS: dict[str, PlotFn] = {}
+PLOTS: Registry[PlotFn] = Registry("plot")
 
 
 def register_plot(name: str) -> Callable[[PlotFn], PlotFn]:
     """``@register_plot("theorem3_basis")`` above ``def plot(result, path, expected=None) -> None``."""
-    def wrap(fn: PlotFn) -> PlotFn:
-        if name in PLOTS:
-            raise ValueError(f"plot {name!r} registered twice")
-        PLOTS[name] = fn
-        return fn
-
-    return wrap
+    return PLOTS.register(name)

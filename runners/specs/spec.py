@@ -28,25 +28,29 @@ configuration on a fresh draw of the data.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import stat
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import annotated_types as at
+import pydantic
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError
 
 from ..core import layout
 from ..core.errors import SpecError
 from ..core.yamlio import MAX_EXPANDED, file_kind, load_yaml, non_finite, plain_problem
+from . import registry
+from .registry import PLOTS
+from .schema import (NOT_ALLOWED, STRICT, Choice, Int, Mapping, Opt, SettingsError, Text, allowed, key_path, one_line,
+                     problems, settings)
 
 TIERS = ("smoke", "budget", "full")
 GROUPS = ("analytic", "efficiency", "lra", "pathx", "sc", "pixel", "ablation")
 PAPERS = ("s4", "s4d")
-TOP_KEYS = {"include", "id", "paper", "table", "title", "description", "groups", "runner", "make", "plots", "tiers",
-            "shown"}
-REQUIRED_TOP = TOP_KEYS - {"include", "description", "plots", "make", "shown"}
 FRAMEWORK_KEYS = {"device": ("cpu", "cuda"), "seed": int}
 DATA_VARIANTS = ("release", "suite")
 SUITE_DATA_KEYS = {"rows", "tasks", "note", "models"}
@@ -96,7 +100,8 @@ class Spec:
     tiers: dict[str, TierSpec]
     resolved: dict = field(repr=False)
     description: str = ""
-    overrides: list[str] = field(default_factory=list)  # ``run --set KEY=VALUE`` texts applied (runners/specs/overrides.py)
+    # ``run --set KEY=VALUE`` texts applied (runners/specs/overrides.py)
+    overrides: list[str] = field(default_factory=list)
     shown: dict[str, str] = field(default_factory=dict)  # tier -> what a run of that tier shows / does not show
 
 
@@ -244,56 +249,105 @@ def _nested_seeds(raw: Any, where: str) -> str | None:
     return None
 
 
-def _type_ok(value: Any, tp: Any) -> bool:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, arg) for arg in typing.get_args(tp))
-    if tp is type(None):
-        return value is None
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin in (list, tuple):
-        args = typing.get_args(tp)
-        return isinstance(value, list) and (not args or args[0] is Ellipsis or
-                                            all(_type_ok(v, args[0]) for v in value))
-    if origin is dict or tp is dict:
-        return isinstance(value, dict)
-    if origin is typing.Literal:
-        return value in typing.get_args(tp)
-    return isinstance(value, tp) if isinstance(tp, type) else True
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
 def build_config(cls: type, raw: dict, where: str) -> Any:
-    """Instantiate the runner's config dataclass from a mapping; errors name ``where`` and the key."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(fields)} (and {sorted(FRAMEWORK_KEYS)})")
-    missing = [n for n, f in fields.items() if n not in raw and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise SpecError(f"{where}: missing required key(s) {missing}")
-    values = {}
-    for name, value in raw.items():
-        if not _type_ok(value, hints[name]):
-            raise SpecError(f"{where}.{name}: expected {_type_name(hints[name])}, got {value!r}")
-        values[name] = tuple(value) if typing.get_origin(hints[name]) is tuple else value
+    """The runner's config built from a tier's mapping; pydantic checks each key's type and range (the config is a
+    :func:`runners.specs.schema.settings` dataclass, or a plain dataclass checked as its fields are declared), then
+    the config its rules across keys. SpecError naming ``where`` and the key otherwise."""
+    schema = cls if pydantic.dataclasses.is_pydantic_dataclass(cls) else _checked(cls)
     try:
-        return cls(**values)
-    except (TypeError, ValueError, OverflowError) as exc:  # __post_init__ validation of the runner
+        built = schema(**raw)
+    except SettingsError as exc:
+        raise SpecError(one_line(exc.problems, where, [f.name for f in dataclasses.fields(cls)],
+                                 f" (and {sorted(FRAMEWORK_KEYS)})", types=True)) from None
+    except (TypeError, ValueError, OverflowError) as exc:  # a rule of the runner that names its own key
         raise SpecError(f"{where}: {exc}") from exc
     except (AttributeError, KeyError, IndexError) as exc:  # a value of the wrong shape that no check named
         raise SpecError(f"{where}: a setting has the wrong shape ({type(exc).__name__}: {exc}); see the runner's "
                         f"config docs for each key's form") from exc
+    return built if schema is cls else cls(**{f.name: getattr(built, f.name) for f in dataclasses.fields(cls)})
+
+
+@functools.cache
+def _checked(cls: type) -> type:
+    """A plain dataclass's twin that pydantic checks (its values then build the plain one)."""
+    return settings(cls)
+
+
+# ------------------------------------------------------------------------------------------- the spec's schema
+#: a seed: numpy's range
+SeedValue = Int(0, SEED_MAX, tail=f"expected an integer in [0, {SEED_MAX}] (numpy's seed range)")
+Paper = Choice(PAPERS, tail=f"allowed: {', '.join(PAPERS)}")
+Name = Annotated[Text, allowed("must be a non-empty string")]
+
+
+class SuiteDataDocument(BaseModel):
+    """A tier's ``suite_data`` (see the module docstring); the names it maps are checked against the tier after."""
+
+    model_config = STRICT
+    rows: Annotated[dict[str, Text], at.MinLen(1), allowed("must map release rows to suite-data row names")]
+    tasks: Annotated[dict[str, Mapping], at.MinLen(1), allowed("must map task names to overlays (mappings)")]
+    note: Annotated[str, Strict(), allowed("must be text")] = ""
+    models: Annotated[dict[str, Mapping], allowed("must map suite-data rows to overlays")] = {}
+
+
+class TierDocument(BaseModel):
+    """A tier's framework keys; the rest of its mapping is the runner's config (:func:`build_config`)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", allow_inf_nan=False)
+    device: Choice(FRAMEWORK_KEYS["device"]) = "cpu"
+    seed: SeedValue = 0
+    suite_data: Annotated[Opt(dict), allowed(f"must be a mapping with keys {sorted(SUITE_DATA_KEYS)}")] = None
+
+
+class TiersDocument(BaseModel):
+    model_config = STRICT
+    smoke: Opt(TierDocument)
+    budget: Opt(TierDocument)
+    full: Opt(TierDocument)
+
+
+class SpecDocument(BaseModel):
+    """A spec's top level, with its includes merged (see the module docstring)."""
+
+    model_config = STRICT
+    include: Any = None
+    id: Name
+    paper: Paper
+    table: Name
+    title: Name
+    description: Annotated[str, Strict(), allowed("must be text")] = ""
+    groups: Annotated[list[Choice(GROUPS)], at.MinLen(1), allowed(f"must be a non-empty list from {list(GROUPS)}")]
+    runner: Name
+    make: Opt(Name) = None
+    plots: Annotated[Opt(list[str]), allowed("must be a list of plot names")] = None
+    tiers: TiersDocument  # exactly the three tiers
+    shown: Annotated[dict[Choice(TIERS), Text], allowed(f"must map tiers from {list(TIERS)} to non-empty text")] = {}
+
+
+def _document_problem(path: Path, doc: dict, exc: ValidationError) -> str:
+    """The first problem of a spec document as the one line that names the file and the key."""
+    found = problems(exc)
+    first = found[0]
+    if first.kind in ("unknown", "missing") and len(first.loc) == 1:
+        names = sorted(p.key for p in found if p.kind == first.kind and len(p.loc) == 1)
+        if first.kind == "unknown":
+            return f"{path}: unknown top-level key(s) {names}; allowed: {sorted(SpecDocument.model_fields)}"
+        return f"{path}: missing top-level key(s) {names}"
+    top = first.loc[0]
+    if top == "tiers" and (len(first.loc) == 1 or first.kind in ("unknown", "missing")):
+        tiers = doc.get("tiers")
+        got = sorted(tiers) if isinstance(tiers, dict) else tiers
+        return f"{path}: key 'tiers' must map exactly {list(TIERS)} to configs, got {got}"
+    if top == "tiers":
+        where = f"{path}: tiers.{first.loc[1]}"
+        if len(first.loc) == 2:
+            return f"{where}: must be a mapping of settings, got {first.value!r}"
+        if first.loc[2] == "suite_data" and first.kind in ("unknown", "missing", NOT_ALLOWED) and len(first.loc) > 3:
+            return one_line(found, f"{where}.suite_data", sep=".", root=SuiteDataDocument)
+        return f"{where}.{key_path(first.loc[2:])}: {first.text}"
+    if first.tail.startswith("allowed:"):  # paper
+        return f"{path}: key '{top}' is {doc.get(top)!r}; {first.tail}"
+    return f"{path}: key '{top}' {first.tail}, got {doc.get(top)!r}"
 
 
 def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
@@ -301,8 +355,6 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
 
     ``doc``: the spec's mapping with its includes already merged (and changed, e.g. by ``--set``) instead of
     the file's."""
-    from . import registry
-
     path = Path(path)
     if doc is None:
         doc = resolve_includes(path)
@@ -313,56 +365,34 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
         bad = list(non_finite(doc))
         if bad:
             raise SpecError(f"{path}: key '{bad[0]}' is inf or NaN; a spec's numbers must be finite")
-    unknown = sorted(set(doc) - TOP_KEYS)
-    if unknown:
-        raise SpecError(f"{path}: unknown top-level key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
-    missing = sorted(REQUIRED_TOP - set(doc))
-    if missing:
-        raise SpecError(f"{path}: missing top-level key(s) {missing}")
-    for key in ("id", "table", "title", "runner", "make"):
-        if key in doc and (not isinstance(doc[key], str) or not doc[key].strip()):
-            raise SpecError(f"{path}: key '{key}' must be a non-empty string, got {doc[key]!r}")
+    try:
+        SpecDocument.model_validate(doc)
+    except ValidationError as exc:
+        raise SpecError(_document_problem(path, doc, exc)) from None
     check_id(doc["id"], path)
-    if doc["paper"] not in PAPERS:
-        raise SpecError(f"{path}: key 'paper' is {doc['paper']!r}; allowed: {', '.join(PAPERS)}")
     groups = doc["groups"]
-    if not (isinstance(groups, list) and groups and all(g in GROUPS for g in groups)):
-        raise SpecError(f"{path}: key 'groups' must be a non-empty list from {list(GROUPS)}, got {groups!r}")
     try:
         entry = registry.get(doc["runner"])
     except KeyError:
         raise SpecError(f"{path}: key 'runner' is {doc['runner']!r}, not a registered runner; allowed: "
                         f"{', '.join(sorted(registry.load_all()))}") from None
     plots = doc.get("plots", []) or []
-    from .registry import PLOTS
-
     bad = [p for p in plots if p not in PLOTS]
     if bad:
         raise SpecError(f"{path}: key 'plots' names unknown plot(s) {bad}; registered: {sorted(PLOTS)}")
     tiers_raw = doc["tiers"]
-    if not isinstance(tiers_raw, dict) or set(tiers_raw) != set(TIERS):
-        got = sorted(tiers_raw) if isinstance(tiers_raw, dict) else tiers_raw
-        raise SpecError(f"{path}: key 'tiers' must map exactly {list(TIERS)} to configs, got {got}")
     tiers = {}
     for tier in TIERS:
         where = f"{path}: tiers.{tier}"
-        if not isinstance(tiers_raw[tier] or {}, dict):
-            raise SpecError(f"{where}: must be a mapping of settings, got {tiers_raw[tier]!r}")
         raw = dict(tiers_raw[tier] or {})
-        device = raw.pop("device", "cpu")
-        if device not in FRAMEWORK_KEYS["device"]:
-            raise SpecError(f"{where}.device: {device!r} not allowed; choose one of {list(FRAMEWORK_KEYS['device'])}")
-        seed = raw.pop("seed", 0)
-        why = seed_problem(seed, f"{where}.seed", required=True) or _nested_seeds(raw, where)
+        device, seed = raw.pop("device", "cpu"), raw.pop("seed", 0)
+        why = _nested_seeds(raw, where)
         if why:
             raise SpecError(why)
         variant = raw.pop("suite_data", None)
         tiers[tier] = TierSpec(device, seed, build_config(entry.config, raw, where), dict(tiers_raw[tier] or {}),
                                None if variant is None else _suite_data(entry, raw, variant, f"{where}.suite_data"))
     shown = doc.get("shown", {})
-    if not (isinstance(shown, dict) and set(shown) <= set(TIERS)
-            and all(isinstance(v, str) and v.strip() for v in shown.values())):
-        raise SpecError(f"{path}: key 'shown' must map tiers from {list(TIERS)} to non-empty text, got {shown!r}")
     if tiers["smoke"].device != "cpu":
         raise SpecError(f"{path}: tiers.smoke.device must be 'cpu' (the smoke tier runs in CI, which has no GPU)")
     return Spec(path=path, id=doc["id"], paper=doc["paper"], table=doc["table"], title=doc["title"],
@@ -372,36 +402,32 @@ def load_spec(path: str | Path, doc: dict | None = None) -> Spec:
 
 def _suite_data(entry: Any, raw: dict, variant: Any, where: str) -> SuiteData:
     """Build a tier's ``suite_data`` variant (see the module docstring) into the runner's config."""
-    if not isinstance(variant, dict):
-        raise SpecError(f"{where}: must be a mapping with keys {sorted(SUITE_DATA_KEYS)}, got {variant!r}")
-    unknown = sorted(set(variant) - SUITE_DATA_KEYS)
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(SUITE_DATA_KEYS)}")
-    rows, tasks, note = variant.get("rows"), variant.get("tasks"), variant.get("note", "")
+    try:
+        SuiteDataDocument.model_validate(variant)
+    except ValidationError as exc:
+        found = problems(exc)
+        first = found[0]
+        if first.kind in ("unknown", "missing"):
+            raise SpecError(one_line(found, where, sep=".", root=SuiteDataDocument)) from None
+        raise SpecError(f"{where}.{first.key.split('.')[0]}: {first.tail}, got {variant.get(first.loc[0])!r}") from None
+    rows, tasks, note = variant["rows"], variant["tasks"], variant.get("note", "")
     models, tier_tasks = raw.get("models"), raw.get("tasks")
     if not (isinstance(models, dict) and isinstance(tier_tasks, dict)):
         raise SpecError(f"{where}: only a training table (a tier with 'models' and 'tasks') has a suite-data variant")
-    if not (isinstance(rows, dict) and rows and all(isinstance(k, str) and isinstance(v, str) and v.strip()
-                                                     for k, v in rows.items())):
-        raise SpecError(f"{where}.rows: must map release rows to suite-data row names, got {rows!r}")
     bad = sorted(set(rows) - set(models))
     if bad:
         raise SpecError(f"{where}.rows: {bad} not among the tier's models {sorted(models)}")
     if len(set(rows.values())) != len(rows) or set(rows.values()) & set(models):
         raise SpecError(f"{where}.rows: suite-data row names must be new and distinct, got {sorted(rows.values())}")
-    if not (isinstance(tasks, dict) and tasks and all(isinstance(v, dict) for v in tasks.values())):
-        raise SpecError(f"{where}.tasks: must map task names to overlays (mappings), got {tasks!r}")
     bad = sorted(set(tasks) - set(tier_tasks))
     if bad:
         raise SpecError(f"{where}.tasks: {bad} not among the tier's tasks {sorted(tier_tasks)}")
-    if not isinstance(note, str):
-        raise SpecError(f"{where}.note: must be text, got {note!r}")
     built = dict(raw)
     built["tasks"] = {name: deep_merge(tier_tasks[name], overlay) for name, overlay in tasks.items()}
     overlays = variant.get("models", {})
-    if not (isinstance(overlays, dict) and set(overlays) <= set(rows.values())
-            and all(isinstance(v, dict) for v in overlays.values())):
-        raise SpecError(f"{where}.models: must map suite-data rows {sorted(rows.values())} to overlays, got {overlays!r}")
+    if not set(overlays) <= set(rows.values()):
+        raise SpecError(f"{where}.models: must map suite-data rows {sorted(rows.values())} to overlays, "
+                        f"got {overlays!r}")
     built["models"] = {rows[name]: deep_merge(m, overlays.get(rows[name], {})) for name, m in models.items()
                        if name in rows}
     built["skip"] = [[rows[r], c] for r, c in (raw.get("skip") or []) if r in rows and c in tasks]

@@ -33,11 +33,14 @@ import re
 import stat
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError
 
 from ..core import layout
 from ..core.yamlio import file_kind
 from ..specs.expected import expected_path, load_expected
+from ..specs.schema import Choice, Opt, Problem, problems
 from ..specs.spec import ID_PATTERN, TIERS
 from .evidence import value_mismatches
 
@@ -184,12 +187,6 @@ def read_json_file(path: str | Path, error: Callable[[str], Exception] = Results
 
 # ------------------------------------------------------------------------------------------------------ contents
 
-def _value_ok(value: Any) -> bool:
-    """A measured value a results file may hold: a number (NaN and inf included: they are judged FAIL),
-    "X" (out of memory / failure) or null (not measured; the note says why)."""
-    return value is None or value == "X" or (isinstance(value, (int, float)) and not isinstance(value, bool))
-
-
 def plain_id_error(key: str, value: Any) -> str | None:
     """Why ``value`` is not a plain spec id (lower-case letters, digits and '-': never a path), or None."""
     if not isinstance(value, str):
@@ -200,57 +197,109 @@ def plain_id_error(key: str, value: Any) -> str | None:
     return None
 
 
+def _plain_id(value: str) -> str:
+    if plain_id_error("spec_id", value):
+        raise ValueError("not a plain id")
+    return value
+
+
+#: a measured value: a number (NaN and inf included: they are judged FAIL), "X" (out of memory / failure) or null
+#: (not measured; the note says why)
+Measured = Union[Annotated[int, Strict()], Annotated[float, Strict(), AllowInfNan(True)], Literal["X"], None]
+Strings = Annotated[list[Annotated[str, Strict()]], Strict()]
+Time = Annotated[str, Strict()]  # ISO 8601, read by :func:`parse_time`
+
+
+class ResultCell(BaseModel):
+    """One measured cell (runners/specs/registry.py, ``Cell``)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    row: Annotated[str, Strict()]
+    column: Annotated[str, Strict()]
+    value: Measured
+    unit: Opt(Annotated[str, Strict()]) = None
+    note: Opt(Annotated[str, Strict()]) = None
+
+
+class ResultDocument(BaseModel):
+    """The keys of a table's results file that a verdict reads; the rest (the resolved spec, the config, the series'
+    contents) is the run's record, kept as written."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    spec_id: Annotated[str, Strict(), AfterValidator(_plain_id)]
+    tier: Choice(TIERS)
+    cells: list[ResultCell]
+    selected_cells: list[Annotated[tuple[Annotated[str, Strict()], Annotated[str, Strict()]], Strict(False)]] = []
+    notes: Opt(Strings) = None
+    overrides: Opt(Strings) = None
+    problems: Opt(Strings) = None
+    environment: Opt(Annotated[dict, Strict()]) = None
+    series: Opt(Annotated[dict, Strict()]) = None
+    started: Opt(Time) = None
+    finished: Opt(Time) = None
+
+
+def _result_line(doc: dict, p: Problem) -> str:
+    """One problem of a results file in the suite's words."""
+    loc, key = p.loc, str(p.loc[0]) if p.loc else ""
+    if key == "cells" and len(loc) >= 2:
+        i = loc[1]
+        c = doc["cells"][i]
+        if len(loc) == 2:
+            return f"cells[{i}] must be an object {{row, column, value}}, got {type(c).__name__}"
+        field = loc[2]
+        if p.kind == "missing":
+            return f"cells[{i}] lacks {[k for k in ('row', 'column', 'value') if k not in c]}"
+        if field in ("row", "column"):
+            return f"cells[{i}]: row and column must be strings, got {c.get('row')!r}, {c.get('column')!r}"
+        if field == "value":
+            return f"cells[{i}] ({c['row']} / {c['column']}).value must be a number, 'X' or null, got {c['value']!r}"
+        return f"cells[{i}].{field} must be a string or null, got {c.get(field)!r}"
+    if p.kind == "missing" and len(loc) == 1:
+        return f"no '{key}' key: a results file records the spec and the tier it ran " \
+               f"({'a spec id' if key == 'spec_id' else 'one of ' + ', '.join(TIERS)})"
+    value = doc.get(key)
+    if key == "spec_id":
+        return plain_id_error("spec_id", value) or f"'spec_id' is {value!r}"
+    if key == "tier":
+        return f"'tier' is {value!r}; allowed: {', '.join(TIERS)}"
+    if key == "cells":
+        return f"'cells' must be a list of {{row, column, value}}, got {type(value).__name__}"
+    if key == "selected_cells":
+        return "'selected_cells' must be a list of [row, column] pairs of strings"
+    if key in ("notes", "overrides", "problems"):
+        return f"'{key}' must be a list of strings"
+    if key in TIME_KEYS:
+        return f"'{key}' must be an ISO 8601 time (a string), got {value!r}"
+    return f"'{key}' must be an object, got {type(value).__name__}"
+
+
 def result_errors(doc: Any) -> list[str]:
-    """What makes a parsed table results file unusable (empty list: usable): the schema in the module docstring."""
+    """What makes a parsed table results file unusable (empty list: usable): pydantic's checks of the keys a verdict
+    reads (:class:`ResultDocument`), then no cell reported twice."""
     if not isinstance(doc, dict):
         return [f"top level must be a JSON object, got {type(doc).__name__}"]
-    cells = doc.get("cells")
     if "cells" not in doc:
         return ["no 'cells' key (a results file lists its measured cells as [{row, column, value}, ...])"]
-    if not isinstance(cells, list):
-        return [f"'cells' must be a list of {{row, column, value}}, got {type(cells).__name__}"]
+    try:
+        ResultDocument.model_validate(doc)
+    except ValidationError as exc:
+        found = problems(exc)
+        errs = list(dict.fromkeys(_result_line(doc, p) for p in found))
+        if any(p.loc[:1] == ("cells",) and len(p.loc) == 1 for p in found):
+            return errs  # not a list: nothing more to say about its entries
+        return errs + _twice(doc)
+    return _twice(doc)
+
+
+def _twice(doc: dict) -> list[str]:
+    """The cells reported more than once (of those that name a row and a column)."""
     errs, seen = [], set()
-    for key in ("spec_id", "tier"):
-        if key not in doc:
-            errs.append(f"no '{key}' key: a results file records the spec and the tier it ran "
-                        f"({'a spec id' if key == 'spec_id' else 'one of ' + ', '.join(TIERS)})")
-    if "spec_id" in doc and (why := plain_id_error("spec_id", doc["spec_id"])):
-        errs.append(why)
-    if "tier" in doc and doc["tier"] not in TIERS:
-        errs.append(f"'tier' is {doc['tier']!r}; allowed: {', '.join(TIERS)}")
-    for i, c in enumerate(cells):
-        if not isinstance(c, dict):
-            errs.append(f"cells[{i}] must be an object {{row, column, value}}, got {type(c).__name__}")
-            continue
-        missing = [k for k in ("row", "column", "value") if k not in c]
-        if missing:
-            errs.append(f"cells[{i}] lacks {missing}")
-            continue
-        if not (isinstance(c["row"], str) and isinstance(c["column"], str)):
-            errs.append(f"cells[{i}]: row and column must be strings, got {c['row']!r}, {c['column']!r}")
-            continue
-        if not _value_ok(c["value"]):
-            errs.append(f"cells[{i}] ({c['row']} / {c['column']}).value must be a number, 'X' or null, "
-                        f"got {c['value']!r}")
-        for key in ("note", "unit"):
-            if c.get(key) is not None and not isinstance(c[key], str):
-                errs.append(f"cells[{i}].{key} must be a string or null, got {c[key]!r}")
-        if (c["row"], c["column"]) in seen:
-            errs.append(f"cells[{i}]: ({c['row']} / {c['column']}) is reported twice")
-        seen.add((c["row"], c["column"]))
-    sel = doc.get("selected_cells")
-    if "selected_cells" in doc and not (isinstance(sel, list) and all(
-            isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s) for s in sel)):
-        errs.append("'selected_cells' must be a list of [row, column] pairs of strings")
-    for key in ("notes", "overrides", "problems"):
-        if doc.get(key) is not None and not (isinstance(doc[key], list) and all(isinstance(n, str) for n in doc[key])):
-            errs.append(f"'{key}' must be a list of strings")
-    for key in ("environment", "series"):
-        if key in doc and doc[key] is not None and not isinstance(doc[key], dict):
-            errs.append(f"'{key}' must be an object, got {type(doc[key]).__name__}")
-    for key in TIME_KEYS:
-        if doc.get(key) is not None and not isinstance(doc[key], str):
-            errs.append(f"'{key}' must be an ISO 8601 time (a string), got {doc[key]!r}")
+    for i, c in enumerate(doc["cells"]):
+        if isinstance(c, dict) and isinstance(c.get("row"), str) and isinstance(c.get("column"), str):
+            if (c["row"], c["column"]) in seen:
+                errs.append(f"cells[{i}]: ({c['row']} / {c['column']}) is reported twice")
+            seen.add((c["row"], c["column"]))
     return errs
 
 

@@ -34,14 +34,16 @@ locked while a process works on it (runners/core/lock.py): a second process wait
 """
 from __future__ import annotations
 
-import re
+import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Annotated, Any, Optional, Sequence
 
+import annotated_types as at
 import torch
+from pydantic import BaseModel, Strict, StringConstraints, ValidationError
 from torch import nn
 
 from ..benchmark.common import free_memory
@@ -53,6 +55,8 @@ from ..data.registry import GENERATOR_VERSIONS, GENERATORS, LOADERS, PREPARERS, 
 from ..data.status import data_problem
 from ..specs.model_schema import check_sequence_model, check_transformer
 from ..specs.registry import Cell, RunContext, RunOutput, register
+from ..specs.schema import (STRICT, UNSET, Bool, Choice, Choices, Mapping, Opt, Text, allowed, one_line, problems,
+                            settings)
 from ..specs.selection import cell_name, tier_config
 from ..specs.spec import Spec, deep_merge
 from .config import TrainConfig
@@ -67,75 +71,95 @@ METRICS = {"test": ("accuracy", "% acc"), "steps_per_second": ("steps/s", "steps
            "peak_memory_mb": ("peak memory MB", "MiB"), "fits": ("fits in memory", "1 = ran, X = out of memory")}
 
 
-@dataclass
+#: what a row's ``train_in`` must be
+TRAIN_IN_TAIL = ("{spec: <spec id>, row: <row of that spec>} (the cell trains in, or resumes, that spec's run of the "
+                 "same configuration)")
+
+
+class ArchSettings(BaseModel):
+    """Model settings per architecture (``model_defaults``, a task's ``model``)."""
+
+    model_config = STRICT
+    ssm: Mapping = UNSET
+    transformer: Mapping = UNSET
+
+
+class TaskEntry(BaseModel):
+    """One task (column) of a training table: its data and its settings (see the module docstring)."""
+
+    model_config = STRICT
+    loader: str  # a registered loader (LOADERS, checked when the config is built: a test may register its own)
+    loader_args: Mapping = UNSET
+    prepare: Opt(Mapping) = UNSET
+    model: ArchSettings = UNSET
+    train: Mapping = UNSET
+    extra_eval: Any = UNSET  # runners/train/extra_eval.py
+    columns: Mapping = UNSET  # runners/train/derived.py
+
+
+class TrainIn(BaseModel):
+    model_config = STRICT
+    spec: Annotated[str, Strict(), at.MinLen(1), StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    row: Text
+
+
+class PerTask(BaseModel):
+    model_config = STRICT
+    model: Mapping = UNSET
+    train: Mapping = UNSET
+
+
+class ModelRow(BaseModel):
+    """One model (row) of a training table (see the module docstring)."""
+
+    model_config = STRICT
+    arch: Choice(ARCHS)
+    model: Mapping = UNSET
+    train: Mapping = UNSET
+    tasks: Any = UNSET  # runners/train/derived.py
+    train_in: Annotated[Opt(TrainIn), allowed(TRAIN_IN_TAIL)] = UNSET
+    per_task: dict[str, PerTask] = UNSET
+
+
+class TableEntries(BaseModel):
+    """The mappings of a training table's config, checked entry by entry (the config keeps them as given)."""
+
+    model_config = STRICT
+    tasks: dict[str, TaskEntry]
+    models: dict[str, ModelRow]
+    model_defaults: ArchSettings
+
+
+@settings
 class TrainTableConfig:
-    tasks: dict[str, dict]
-    models: dict[str, dict]
-    train: dict = field(default_factory=dict)
-    model_defaults: dict = field(default_factory=dict)
+    tasks: dict[str, Mapping]
+    models: dict[str, Mapping]
+    train: Mapping = field(default_factory=dict)
+    model_defaults: Mapping = field(default_factory=dict)
     skip: list[list[str]] = field(default_factory=list)
-    metrics: list[str] = field(default_factory=lambda: ["test"])
-    deltas: dict = field(default_factory=dict)
-    transpose: bool = False
+    metrics: Choices(METRICS) = field(default_factory=lambda: ["test"])
+    deltas: Mapping = field(default_factory=dict)
+    transpose: Bool = False
 
     def __post_init__(self) -> None:
-        self._check_mappings()
-        bad = [m for m in self.metrics if m not in METRICS]
-        if bad or not self.metrics or len(set(self.metrics)) != len(self.metrics):
-            raise ValueError(f"metrics: {self.metrics!r} not allowed; a non-empty list without repeats of "
-                             f"{list(METRICS)}")
+        try:
+            TableEntries.model_validate({"tasks": self.tasks, "models": self.models,
+                                         "model_defaults": self.model_defaults})
+        except ValidationError as exc:
+            raise ValueError(one_line(problems(exc), root=TableEntries)) from None
         for col, t in self.tasks.items():
-            unknown = set(t) - {"loader", "loader_args", "prepare", "model", "train", "extra_eval", "columns"}
-            if unknown:
-                raise ValueError(f"tasks.{col}: unknown key(s) {sorted(unknown)}; allowed: loader, loader_args, "
-                                 f"prepare, model, train, extra_eval, columns")
-            if t.get("loader") not in LOADERS:
-                raise ValueError(f"tasks.{col}.loader: {t.get('loader')!r} not allowed; choose one of {sorted(LOADERS)}")
-            prep = t.get("prepare")
-            if prep is not None and prep.get("preparer") not in PREPARERS:
-                raise ValueError(f"tasks.{col}.prepare.preparer: {prep.get('preparer')!r} not allowed; choose one "
-                                 f"of {sorted(PREPARERS)}")
-            check_arguments(LOADERS[t["loader"]], t.get("loader_args", {}), f"tasks.{col}.loader_args")
-            for i, ev in enumerate(parse_extra_evals(t.get("extra_eval"), f"tasks.{col}.extra_eval")):
-                check_arguments(LOADERS[t["loader"]], {**t.get("loader_args", {}), **ev.loader_args},
-                                f"tasks.{col}.extra_eval[{i}].loader_args")
-            if prep is not None:
-                check_arguments(PREPARERS[prep["preparer"]], {k: v for k, v in prep.items() if k != "preparer"},
-                                f"tasks.{col}.prepare")
+            self._check_task(col, t)
         for row, m in self.models.items():
-            unknown = set(m) - {"arch", "model", "train", "tasks", "train_in", "per_task"}
-            if unknown:
-                raise ValueError(f"models.{row}: unknown key(s) {sorted(unknown)}; allowed: arch, model, train, tasks, "
-                                 f"train_in, per_task")
-            for col, entry in (m.get("per_task") or {}).items():
+            for col in m.get("per_task") or {}:
                 if col not in self.tasks:
                     raise ValueError(f"models.{row}.per_task.{col}: not a task of this table; tasks: "
                                      f"{sorted(self.tasks)}")
-                extra = set(entry) - {"model", "train"} if isinstance(entry, dict) else {"(not a mapping)"}
-                if extra:
-                    raise ValueError(f"models.{row}.per_task.{col}: unknown key(s) {sorted(extra)}; allowed: model, "
-                                     f"train")
-            shared = m.get("train_in")
-            if shared is not None and not (isinstance(shared, dict) and set(shared) == {"spec", "row"}
-                                           and all(isinstance(v, str) and v for v in shared.values())
-                                           and re.fullmatch(r"[a-z0-9][a-z0-9-]*", shared["spec"])):
-                raise ValueError(f"models.{row}.train_in: {shared!r} not allowed; {{spec: <spec id>, row: <row of that "
-                                 f"spec>}} (the cell trains in, or resumes, that spec's run of the same configuration)")
-            if m.get("arch") not in ARCHS:
-                raise ValueError(f"models.{row}.arch: {m.get('arch')!r} not allowed; choose one of {list(ARCHS)}")
         check_derived(self.tasks, self.models, self.deltas)
         extra_columns = check_extra_evals(self.tasks, self.models, self.skip)
         for i, pair in enumerate(self.skip):
             if len(pair) != 2 or pair[0] not in self.models or (pair[1] not in self.tasks
                                                                 and pair[1] not in extra_columns):
                 raise ValueError(f"skip[{i}]: {pair!r} is not a [row, column] of this config")
-        for key, kwargs in self.model_defaults.items():
-            if key not in ARCHS:
-                raise ValueError(f"model_defaults.{key}: not an architecture; allowed: {list(ARCHS)}")
-        for col, t in self.tasks.items():
-            unknown = sorted(set(t.get("model", {})) - set(ARCHS))
-            if unknown:
-                raise ValueError(f"tasks.{col}.model: unknown key(s) {unknown}; allowed: {list(ARCHS)}")
         # every cell's model settings and TrainConfig must be valid before anything trains
         for row in self.models:
             for col in self.tasks:
@@ -145,28 +169,31 @@ class TrainTableConfig:
                       self.cell_model(row, col))
                 TrainConfig.from_dict(self.cell_train(row, col), where=f"train config of cell ({row}, {col})")
 
-    def _check_mappings(self) -> None:
-        """Every setting that must be a mapping is one (ValueError naming the key otherwise)."""
-        def mapping(key: str, value: Any) -> None:
-            if not isinstance(value, dict):
-                raise ValueError(f"{key}: {value!r} not allowed; expected a mapping")
+    @staticmethod
+    def _check_task(col: str, t: dict) -> None:
+        """A task's loader and preparer are registered and take the arguments the task gives them."""
+        if t["loader"] not in LOADERS:
+            raise ValueError(f"tasks.{col}.loader: {t['loader']!r} not allowed; choose one of {sorted(LOADERS)}")
+        prep = t.get("prepare")
+        if prep is not None and prep.get("preparer") not in PREPARERS:
+            raise ValueError(f"tasks.{col}.prepare.preparer: {prep.get('preparer')!r} not allowed; choose one "
+                             f"of {sorted(PREPARERS)}")
+        check_arguments(LOADERS[t["loader"]], t.get("loader_args", {}), f"tasks.{col}.loader_args")
+        for i, ev in enumerate(parse_extra_evals(t.get("extra_eval"), f"tasks.{col}.extra_eval")):
+            check_arguments(LOADERS[t["loader"]], {**t.get("loader_args", {}), **ev.loader_args},
+                            f"tasks.{col}.extra_eval[{i}].loader_args")
+        if prep is not None:
+            check_arguments(PREPARERS[prep["preparer"]], {k: v for k, v in prep.items() if k != "preparer"},
+                            f"tasks.{col}.prepare")
 
-        for key in ("train", "model_defaults", "deltas"):
-            mapping(key, getattr(self, key))
-        for arch, kwargs in self.model_defaults.items():
-            mapping(f"model_defaults.{arch}", kwargs)
-        for col, t in self.tasks.items():
-            mapping(f"tasks.{col}", t)
-            for key in ("loader_args", "prepare", "model", "train", "columns"):
-                if key in t:
-                    mapping(f"tasks.{col}.{key}", t[key])
-            for arch, kwargs in t.get("model", {}).items():
-                mapping(f"tasks.{col}.model.{arch}", kwargs)
-        for row, m in self.models.items():
-            mapping(f"models.{row}", m)
-            for key in ("model", "train", "per_task"):
-                if key in m:
-                    mapping(f"models.{row}.{key}", m[key])
+    @classmethod
+    def settable_keys(cls, raw: dict, keys: set[str]) -> set[str]:
+        """Keys ``run --set`` may name beyond those of the tier's mapping ``raw`` (``keys``): a train mapping under every
+        row and task, and TrainConfig's fields (defaults included) under every train mapping."""
+        maps = {f"{group}.{name}.train" for group in ("models", "tasks")
+                for name in (raw.get(group) if isinstance(raw.get(group), dict) else {})}
+        maps |= {k for k in keys if k == "train" or k.endswith(".train")}
+        return maps | {f"{p}.{f.name}" for p in maps for f in dataclasses.fields(TrainConfig)}
 
     def cell_model(self, row: str, col: str) -> dict:
         """The model settings of one cell: the architecture's defaults, then the task's, then the row's, then the
