@@ -6,7 +6,7 @@ PARTS_DIR holds campaign.tar.part00, part01, ... Each packed checkpoint goes to
 ``<checkpoints>/<spec>/<folder>/<cell>/checkpoint.pt`` (checked against the pack's manifest, written atomically),
 with the run's metrics.jsonl and steps.jsonl beside it and, for a ``--set`` folder, its overrides.json; every results
 file the call wrote (step-rate records, the results of cells that finished) goes to the same place under
-``<results>``, never over a file already there; ``--logs DIR`` keeps the call's logs (for the campaign's log). Then
+``<results>``, never over a file already there, and into that store's ledger; ``--logs DIR`` keeps the call's logs (for the campaign's log). Then
 it prints where every run under ``<checkpoints>`` stands (``python -m runners progress``).
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ sys.path.insert(0, os.getcwd())
 
 from runners.core.atomic import atomic_path  # noqa: E402
 from runners.execute.transfer import MANIFEST, TransferError, unpack  # noqa: E402
+from runners.store import ledger  # noqa: E402
 from runners.report.progress import progress_table, training_progress  # noqa: E402
 
 PART_GLOB = "campaign.tar.part*"
@@ -155,6 +156,7 @@ def collect(parts_dir: Path, checkpoints: Path, results: Path, logs: Path | None
                 done.append(f"{dest}: already there" + ("" if same else ", and different: left as it was"))
                 continue
             _copy(src, dest, results)
+            ledger.add(results, [dest])  # the store's ledger lists every results file it holds
             done.append(str(dest))
         if logs is not None and (stage / "logs").is_dir():
             _no_links(logs, logs / "calls.txt")

@@ -8,14 +8,15 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..core.errors import EXIT_BAD_INPUT, EXIT_FAIL
+from ..core.errors import EXIT_BAD_INPUT, EXIT_FAIL, SpecError
 from ..core.textfmt import column_label, fmt, paper_text
 from ..judge.settings import Today
 from ..judge.validate import validate_all
-from ..judge.verdicts import counts_text, judge_tier
+from ..judge.verdicts import counts_text, judge_tier, summary
 from ..specs import registry
 from ..specs.expected import expected_path, load_expected
 from ..specs.spec import TIERS, find_spec, load_spec, spec_paths
+from ..store import ledger
 from ..store import read as store_read
 from ..store.read import ResultsError, latest_result, load_tier_results
 
@@ -27,11 +28,20 @@ def _specs(names: list[str]) -> list:
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 1 on a FAIL (claims and sanity checks alike), except FAILs whose analysis is recorded in expected/
     (``known_fail``), and on a ``known_fail`` cell that passes (a stale analysis); exit 2 on a results file that
-    cannot be read."""
+    cannot be read, or that its store's ledger lists as missing or changed or does not list."""
     failed = bad_file = False
     errors: set[str] = set()  # a bad entry of a spec's folder that names no tier is reported once, not per tier
     tiers = [args.tier] if args.tier else list(TIERS)
-    for spec in _specs(args.spec):
+    specs = _specs(args.spec)
+    for _, root in store_read.read_roots():  # each store held to its ledger: a file missing, changed or unlisted
+        try:
+            for problem in ledger.problems(root, {spec.id for spec in specs}):
+                print(f"error: {problem}", file=sys.stderr)
+                bad_file = True
+        except ledger.LedgerError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            bad_file = True
+    for spec in specs:
         expected = load_expected(expected_path(spec.id))
         for tier in tiers:
             try:
@@ -93,4 +103,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if problems:
         return EXIT_BAD_INPUT
     print(f"{n_specs} specs and their expected files are valid")
+    return 0
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    """``ledger add FILE...``: list results files in their store's ledger (each must be a results file that reads,
+    under <store>/<spec id>/); ``ledger check``: what check holds each store to, alone."""
+    if args.action == "check":
+        if args.files:
+            raise SpecError("ledger check takes no files: it holds every store read (--results) to its ledger")
+        found = [p for _, root in store_read.read_roots() for p in ledger.problems(root)]
+        for problem in found:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT if found else 0
+    if not args.files:
+        raise SpecError("ledger add: name the results files to add (<store>/<spec id>/<name>.json)")
+    for name in args.files:
+        path = Path(name)
+        if path.suffix != ".json" or not path.is_file():
+            raise SpecError(f"ledger add {name}: not a results file (a .json file under <store>/<folder>/)")
+        counts = None
+        if expected_path(path.parent.name).exists():  # a spec's results file: it must read as one
+            doc = store_read.load_result(path, path.parent.name)
+            spec = load_spec(find_spec(doc["spec_id"]))
+            counts = summary(judge_tier(load_expected(expected_path(spec.id)), [doc], doc["tier"],
+                                        Today.of_spec(spec, doc["tier"])))
+        else:  # a benchmark's or step-rate record: JSON
+            store_read.read_json_file(path)
+        root = path.parent.parent
+        added = ledger.add(root, [path], {f"{path.parent.name}/{path.name}": counts} if counts else None)
+        print(f"{ledger.ledger_path(root)}: added {', '.join(added)}")
     return 0

@@ -40,7 +40,7 @@ from ..specs.spec import DATA_VARIANTS, TIERS
 from ..store import read as store_read
 from ..store.read import ResultsError
 from ..train.tb_log import LOG_KINDS, LogUnavailable
-from .check import cmd_check, cmd_list, cmd_validate
+from .check import cmd_check, cmd_ledger, cmd_list, cmd_validate
 from .report import cmd_compare, cmd_progress, cmd_report
 from .run import cmd_run, positive_int
 
@@ -174,6 +174,12 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
                         "cannot be read")
     p.set_defaults(fn=cmd_progress)
     sub.add_parser("validate", help="validate every spec and expected file").set_defaults(fn=cmd_validate)
+    p = sub.add_parser("ledger", help="the ledger of a store's results files: add files written before it, or "
+                                      "check every store against its ledger")
+    p.add_argument("action", choices=["add", "check"])
+    p.add_argument("files", nargs="*", help="with add: results files (<store>/<spec id>/<name>.json)")
+    add_results_option(p)
+    p.set_defaults(fn=cmd_ledger)
     return parser
 
 

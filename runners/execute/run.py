@@ -20,10 +20,13 @@ from ..core.lock import exclusive
 from ..core.provenance import environment, physical_device_key, utc_now
 from ..data.base import DatasetError, data_root
 from ..data.status import raise_for_data_problems
+from ..judge.settings import Today
+from ..judge.verdicts import judge_tier, summary
 from ..specs import registry
 from ..specs.expected import expected_path, load_expected
 from ..specs.selection import select_cells, selected_set, tier_config
 from ..specs.spec import ID_PATTERN, Spec, command_for, work_dir_for
+from ..store import ledger
 from ..store.write import write_new_result
 from ..train.checkpoint import CheckpointMismatch
 from ..train.table import TrainTableConfig, cell_path, units_to_train
@@ -180,7 +183,10 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "notes": output.notes,
         "problems": output.problems,
     }
-    path = write_result_or_recover(spec, tier, result, results_root or layout.local_results_dir())
+    store_root = Path(results_root or layout.local_results_dir())
+    path = write_result_or_recover(spec, tier, result, store_root)
+    counts = summary(judge_tier(expected, [result], tier, Today.of_spec(spec, tier)))
+    ledger.add(store_root, [path], {path.relative_to(store_root).as_posix(): counts})
     raise_for_data_problems(output.problems, path, f"{spec.id} tier '{tier}'", command_for(spec, tier))  # exit 3 / 2
     return path
 
