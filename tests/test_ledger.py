@@ -104,3 +104,27 @@ def test_ledger_commands_refuse_bad_arguments(capsys: pytest.CaptureFixture, mon
     monkeypatch.chdir(REPO)
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_results_file_records_digests_of_what_made_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """A training run records digests of its configuration, spec and expected file and a manifest of the data it
+    loaded; a configuration edited after the run no longer matches its digest: one line naming the file."""
+    from runners.core.atomic import json_digest
+
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "mine"
+    assert main(["run", "s4d-table-5", "--output", str(out), "--no-progress", "--cells", "S4D-Inv*/*"]) == 0
+    (path,) = (out / "s4d-table-5").glob("*_smoke.json")
+    doc = json.loads(path.read_text())
+    digests = doc["digests"]
+    assert digests["config"] == json_digest(doc["config"]) and digests["spec"] == json_digest(doc["spec"])
+    assert len(digests["expected"]) == 64
+    text = digests["data"]["Text"]
+    assert (text["train"], text["val"], text["test"]) == (128, 128, 128) and text["files"] > 0 and text["digest"]
+    doc["config"]["train"]["lr"] = 0.5
+    path.write_text(json.dumps(doc))
+    (out / ledger.LEDGER_NAME).unlink()  # a folder without a ledger: the digest alone finds the edit
+    capsys.readouterr()
+    assert main(["check", "s4d-table-5", "--results", str(out)]) == 2
+    assert "'config': its digest" in capsys.readouterr().err

@@ -4,6 +4,7 @@ import: the data generators' worker processes use it and start fast."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -135,3 +136,9 @@ def _json_default(obj: Any) -> Any:
     if hasattr(obj, "item"):
         return obj.item()
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def json_digest(obj: Any) -> str:
+    """SHA-256 of ``obj`` as canonical JSON (keys sorted, no spaces; tuples as lists): equal for equal contents."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -111,3 +111,12 @@ def cached(root: Path, name: str, params: dict, build: Callable[[], dict], enabl
         except OSError as exc:
             warnings.warn(f"could not write cache file {path}: {exc}")
     return obj
+
+
+def data_manifest(root: Path, splits: dict[str, int]) -> dict:
+    """What a run loaded from ``root``: the size of each split (``splits``) and one digest over every file under
+    ``root`` (:func:`content_fingerprint`; the cache folder and lock files apart), for the results file to record."""
+    root = Path(root)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and CACHE_DIRNAME not in p.relative_to(root).parts
+                   and not p.name.endswith(".lock"))
+    return {**splits, "files": len(files), "digest": content_fingerprint(files, base=root)}

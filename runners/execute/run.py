@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import random
 import shutil
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from ..core import layout
-from ..core.atomic import write_text_atomic
+from ..core.atomic import json_digest, write_text_atomic
 from ..core.errors import NotRunnable, SpecError
 from ..core.lock import exclusive
 from ..core.provenance import environment, physical_device_key, utc_now
@@ -182,6 +183,7 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "series": output.series,
         "notes": output.notes,
         "problems": output.problems,
+        "digests": digests(spec, config, output.data),
     }
     store_root = Path(results_root or layout.local_results_dir())
     path = write_result_or_recover(spec, tier, result, store_root)
@@ -189,6 +191,14 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
     ledger.add(store_root, [path], {path.relative_to(store_root).as_posix(): counts})
     raise_for_data_problems(output.problems, path, f"{spec.id} tier '{tier}'", command_for(spec, tier))  # exit 3 / 2
     return path
+
+
+def digests(spec: Spec, config: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """What a results file was made from, as digests: the tier's resolved configuration (as the file records it),
+    the spec (after its includes and overrides), the expected file, and per dataset loaded its manifest (splits'
+    sizes and a digest of its files; :func:`runners.data.cache.data_manifest`)."""
+    return {"config": json_digest(dataclasses.asdict(config)), "spec": json_digest(spec.resolved),
+            "expected": hashlib.sha256(expected_path(spec.id).read_bytes()).hexdigest(), "data": data}
 
 
 def write_result_or_recover(spec: Spec, tier: str, result: dict, results_root: Path) -> Path:

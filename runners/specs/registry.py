@@ -169,6 +169,8 @@ class RunOutput:
     notes: list[str] = field(default_factory=list)
     #: one line each: what kept cells from running (a data loader's error); printed and shown in the report
     problems: list[str] = field(default_factory=list)
+    #: per dataset loaded: its splits' sizes and a digest of its files (runners.data.cache.data_manifest)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 #: a config -> every (row, column) the runner can produce with it

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..core.atomic import json_digest
 from ..train.recorded import cells_from_series
 
 TRAINING_RUNNER = "train.table"
@@ -52,4 +53,18 @@ def value_mismatches(doc: dict[str, Any]) -> list[str]:
         if not _same(cell["value"], rebuilt[key]):
             out.append(f"cell ({key[0]}, {key[1]}): the file records {cell['value']!r}, but its series gives "
                        f"{rebuilt[key]!r} (a value edited after the run, or a series that is not the run's)")
+    return out
+
+
+def digest_mismatches(doc: dict[str, Any]) -> list[str]:
+    """The digests a results file records that no longer match what it records beside them (its configuration and
+    its resolved spec): one line each."""
+    digests = doc.get("digests")
+    if not isinstance(digests, dict):
+        return []
+    out = []
+    for key, recorded in (("config", doc.get("config")), ("spec", doc.get("spec"))):
+        if key in digests and json_digest(recorded) != digests[key]:
+            out.append(f"'{key}': its digest {str(digests[key])[:12]}... is not that of the {key} the file records "
+                       f"(the {key} edited after the run)")
     return out

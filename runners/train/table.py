@@ -51,6 +51,7 @@ from ..core.errors import Paused, SpecError
 from ..core.layout import cell_folder_name, slug
 from ..core.lock import exclusive
 from ..data.base import DatasetError, TaskData
+from ..data.cache import data_manifest
 from ..data.registry import GENERATOR_VERSIONS, GENERATORS, LOADERS, PREPARERS, check_arguments
 from ..data.status import data_problem
 from ..specs.model_schema import check_sequence_model, check_transformer
@@ -424,6 +425,7 @@ def check_batch_sizes(cfg: TrainTableConfig, col: str, rows: list[str], task: Ta
 @register("train.table", config=TrainTableConfig, kind="train", cells=table_cells)
 def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
     cells, series, notes, problems = [], {}, [], []
+    manifests: dict[str, dict] = {}  # task -> what was loaded (sizes, a digest of its files)
     skip = {tuple(p) for p in cfg.skip}
     units = units_to_train(cfg, ctx.selected, ctx.units)
     paused = []
@@ -436,6 +438,8 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
         try:
             root = prepare_data(col, task_cfg, ctx, data_work_dir(ctx, [cfg.models[row] for row in rows]))
             task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
+            manifests[col] = data_manifest(root, {"train": len(task.train), "val": len(task.val),
+                                                  "test": len(task.test)})
             if version := data_version(task_cfg):
                 task.info["data_version"] = version
             extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
@@ -523,4 +527,4 @@ def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
     if paused:
         raise Paused(paused)
     return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes,
-                     problems=problems)
+                     problems=problems, data=manifests)
