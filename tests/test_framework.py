@@ -101,7 +101,7 @@ def test_run_writes_new_results_and_check_and_report(project: Path, capsys: pyte
     first = run_spec(spec, "smoke", progress=False)
     second = run_spec(spec, "smoke", progress=False)
     assert first != second and first.exists() and second.exists()
-    assert not list(first.parent.glob("*.tmp"))
+    assert not list(first.parent.glob(".*.ssm-partial"))
     result = load_result(latest_result("toy", "smoke"))
     assert result["config"] == {"value": 1.0, "label": "a", "sizes": [1, 2]}
     assert result["environment"]["torch"] and result["seed"] == 3 and result["spec"]["id"] == "toy"

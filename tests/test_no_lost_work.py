@@ -36,24 +36,26 @@ def test_an_unwritable_results_folder_keeps_the_values(tmp_path, monkeypatch, ca
     assert len(kept) == 1 and str(kept[0]) in err[0] and "could not be written" in err[0]
     doc = json.loads(kept[0].read_text())
     assert doc["spec_id"] == "s4d-theorem-6" and doc["tier"] == "smoke" and doc["cells"]
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert not list(tmp_path.rglob("*.ssm-partial"))
 
 
 def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
     """A temp file older than STALE_TEMP_AGE_S (a writer killed mid-write) goes at the next results file or
-    checkpoint written into its folder; a younger one (a writer still at work) stays, and so does any other file."""
+    checkpoint written into its folder; a younger one (a writer still at work) stays, and so does any other file,
+    a user's own old ``*.tmp`` files included (only the suite's ``.ssm-partial`` temp files are ever removed)."""
     from runners.core.atomic import STALE_TEMP_AGE_S, write_bytes_new
     from runners.train.checkpoint import save_atomic
 
     for write in (lambda: save_atomic({"step": 1}, tmp_path / "checkpoint.pt"),
                   lambda: write_bytes_new([tmp_path / "20260101T000000_smoke.json"], b"{}")):
-        old = tmp_path / ".20260101T000000_smoke.json.abc123.tmp"
-        young = tmp_path / ".checkpoint.pt.def456.tmp"
-        other = tmp_path / ".keep.tmp.txt"
-        for f in (old, young, other):
+        old = tmp_path / ".20260101T000000_smoke.json.abc123.ssm-partial"
+        young = tmp_path / ".checkpoint.pt.def456.ssm-partial"
+        others = [tmp_path / ".keep.tmp.txt", tmp_path / ".notes.tmp", tmp_path / ".draft.json.x1.tmp"]  # a user's
+        for f in (old, young, *others):
             f.write_text("partial")
-        os.utime(old, (0, os.path.getmtime(old) - STALE_TEMP_AGE_S - 5))
+        for f in (old, *others):
+            os.utime(f, (0, os.path.getmtime(f) - STALE_TEMP_AGE_S - 5))
         write()
-        assert not old.exists() and young.exists() and other.exists()
-        for f in (young, other):
+        assert not old.exists() and young.exists() and all(f.exists() for f in others)
+        for f in (young, *others):
             f.unlink()

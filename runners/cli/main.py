@@ -29,6 +29,7 @@ unexpected error; 3 cannot run here (no GPU, no data: the cell reads NOT-RUN wit
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -49,7 +50,12 @@ def use_results_dir(args: argparse.Namespace) -> None:
     """``--results`` of check / report / list: "reference" or "local" reads that store alone, any other value the
     folder it names; without it, the reference store overlaid by the local one."""
     choice = getattr(args, "results", None)
+    if choice is not None and not choice.strip():
+        raise SpecError("--results '': give reference, local or a folder")
     if choice:
+        if choice not in store_read.STORES and not Path(choice).is_dir():
+            raise SpecError(f"--results {choice}: no such folder (give reference, local or a folder that run "
+                            f"--output wrote)")
         store_read.READ_FROM = choice if choice in store_read.STORES else Path(choice)
 
 
@@ -67,7 +73,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="validate the spec and its settings, list the cells that would run and the command that "
                         "runs each, and exit without running")
-    p.add_argument("--output", type=Path, metavar="DIR",
+    p.add_argument("--output", type=folder_path, metavar="DIR",
                    help="write the results file under DIR/<spec id>/ (default: the local store local/results/, "
                         "or $SSM_LOCAL_DIR/results/); check / report / list read it with --results DIR")
     p.add_argument("--reference", action="store_true",
@@ -77,6 +83,24 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="also write each training cell's epochs as TensorBoard event files beside its "
                         "metrics.jsonl under runs/ (needs the tensorboard package: pip install "
                         "'ssm-repro[tensorboard]')")
+
+
+def folder_path(text: str) -> Path:
+    """argparse type: a folder's path, not empty (an empty one would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a folder")
+    return Path(text)
+
+
+def positive_minutes(text: str) -> float:
+    """argparse type: a finite number of minutes > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a finite number of minutes > 0")
+    return value
 
 
 def add_results_option(p: argparse.ArgumentParser) -> None:
@@ -114,7 +138,7 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     p.add_argument("--cells-per-gpu", type=positive_int, default=1, metavar="K",
                    help="with --gpus: run up to K cells on each GPU at once (default 1); their steps/s are then "
                         "shared-GPU rates, and the results say so")
-    p.add_argument("--stop-after-minutes", type=float, metavar="M",
+    p.add_argument("--stop-after-minutes", type=positive_minutes, metavar="M",
                    help="checkpoint and stop training after M minutes (exit code 4); the same command resumes")
     p.add_argument("--train-only", action="store_true",
                    help="train the selected cells (checkpoints under runs/) without writing a results file")
@@ -193,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(prog).parse_args(words)
     default_results = layout.RESULTS_DIR
     try:
+        for problem in layout.environment_problems():
+            raise SpecError(problem)
         use_results_dir(args)
         return args.fn(args)
     except (SpecError, LogUnavailable, ResultsError, StepRateError) as exc:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from tabulate import tabulate
 
 from ..core import layout
@@ -16,6 +17,7 @@ from ..execute.run import restart_cells, run_spec, training_folders
 from ..execute.scheduler import child_launcher, log_tail, parse_gpus, schedule_units
 from ..judge.validate import selection_problems
 from ..report.projection import cell_projection, load_step_rates, projection_text, projections
+from ..specs import registry
 from ..specs.expected import expected_path, load_expected
 from ..specs.overrides import apply_overrides, config_yaml
 from ..specs.selection import cell_name, check_data_variant, glob_escape, select_cells, selected_set, tier_config
@@ -40,6 +42,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--cells, --data, --gpus and --unit apply to one spec: name exactly one")
     for name in args.spec or [str(p) for p in spec_paths()]:
         specs.append(load_spec(find_spec(name)))
+    if args.train_only:
+        trains_nothing = [s.id for s in specs if registry.get(s.runner).kind != "train"]
+        if trains_nothing:
+            raise SpecError(f"--train-only: {', '.join(trains_nothing)} train(s) nothing (runner kind not 'train'); "
+                            f"drop --train-only or name a training table")
     specs = [with_settings(spec, args) for spec in specs]
     output = results_destination(args)
     for spec in specs:  # before anything runs: the data variant, the expected file, the selected cells
@@ -56,7 +63,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     deadline = time.time() + 60.0 * args.stop_after_minutes if args.stop_after_minutes is not None else None
     for spec in specs:
         if args.gpus:
-            status = run_on_gpus(spec, args, deadline) or status
+            try:
+                status = run_on_gpus(spec, args, deadline) or status
+            except NotRunnable as exc:
+                print(f"NOT-RUN: {exc}", file=sys.stderr)
+                status = status or EXIT_NOT_RUNNABLE
             continue
         unit = None
         if args.unit:
@@ -119,6 +130,10 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         gpus = parse_gpus(args.gpus)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
+    try:  # before anything is deleted or started: the GPUs named must be this machine's
+        parse_gpus(args.gpus, torch.cuda.device_count())
+    except ValueError as exc:
+        raise (NotRunnable if torch.cuda.device_count() == 0 else SpecError)(str(exc)) from None
     config = tier_config(spec, args.tier, args.data)
     if not isinstance(config, TrainTableConfig):
         raise SpecError(f"{spec.path}: --gpus places training cells on GPUs; runner {spec.runner!r} is not a "

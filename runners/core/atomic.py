@@ -17,11 +17,13 @@ from typing import Any, Optional
 
 #: a temp file older than this (seconds) was left by a writer that was killed: every write here takes far less
 STALE_TEMP_AGE_S = 600
+#: the end of every temp file this module makes (``.<name>.<random>.ssm-partial``): only such files are ever removed
+TEMP_SUFFIX = ".ssm-partial"
 
 
 def remove_stale_temps(folder: Path, max_age_s: float = STALE_TEMP_AGE_S) -> list[Path]:
-    """Delete the temp files (``.<name>.<random>.tmp``, as :func:`atomic_path` and :func:`write_bytes_new` make
-    them) that a killed writer left in ``folder`` more than ``max_age_s`` ago; a live writer's are younger and
+    """Delete the temp files (``.<name>.<random>.ssm-partial``, as :func:`atomic_path` and :func:`write_bytes_new`
+    make them; a user's own ``*.tmp`` is never touched) that a killed writer left in ``folder`` more than ``max_age_s`` ago; a live writer's are younger and
     stay. Returns what was removed. Called where a run writes into a folder of its own kind (a new results file,
     a checkpoint), not on every atomic write (a folder of thousands of generated images would be listed per
     image)."""
@@ -32,7 +34,8 @@ def remove_stale_temps(folder: Path, max_age_s: float = STALE_TEMP_AGE_S) -> lis
         return removed
     now = time.time()
     for entry in entries:
-        if not (entry.name.startswith(".") and entry.name.endswith(".tmp")) or not entry.is_file(follow_symlinks=False):
+        if not (entry.name.startswith(".") and entry.name.endswith(TEMP_SUFFIX)) \
+                or not entry.is_file(follow_symlinks=False):
             continue
         try:
             if now - entry.stat(follow_symlinks=False).st_mtime > max_age_s:
@@ -44,7 +47,7 @@ def remove_stale_temps(folder: Path, max_age_s: float = STALE_TEMP_AGE_S) -> lis
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path, *, fsync: bool = False, suffix: str = ".tmp") -> Iterator[Path]:
+def atomic_path(path: Path, *, fsync: bool = False, suffix: str = TEMP_SUFFIX) -> Iterator[Path]:
     """Yield a temp file's path beside ``path`` (its folder is created) for the caller to write; on a normal exit
     the file gets the usual mode (0666 minus the umask; mkstemp makes 0600), is flushed to disk if ``fsync``, and
     replaces ``path``; on an exception it is removed."""
@@ -83,7 +86,7 @@ def write_bytes_new(candidates: Iterable[Path], data: bytes) -> Path:
     first = Path(next(candidates))
     first.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(first.parent)
-    fd, tmp = tempfile.mkstemp(dir=first.parent, prefix=f".{first.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=first.parent, prefix=f".{first.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -66,3 +66,15 @@ def tier_work_dir(spec_id: str, tier: str, overridden: bool = False, configurati
         return RUNS_DIR / spec_id / tier
     resolved = json.dumps(configuration, sort_keys=True, default=str)
     return RUNS_DIR / spec_id / f"{tier}{SET_MARK}{hashlib.sha256(resolved.encode()).hexdigest()[:12]}"
+
+
+#: every variable that names a folder, with the default it falls back to when unset
+FOLDER_VARIABLES = {RUNS_ENV: "runs", RESULTS_ENV: "results", LOCAL_ENV: "local", "DATA_PATH": "data"}
+
+
+def environment_problems(environ: dict[str, str] | None = None) -> list[str]:
+    """One line per folder variable that is set but empty (an empty path would mean the current folder, and a
+    run would write, or a check read, there): unset it or name a folder."""
+    environ = os.environ if environ is None else environ
+    return [f"${name} is set but empty; unset it (default: {default}/) or name a folder"
+            for name, default in FOLDER_VARIABLES.items() if name in environ and not environ[name].strip()]

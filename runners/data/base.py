@@ -31,8 +31,14 @@ def read_error(exc: BaseException) -> type[DatasetError]:
 
 
 def data_root(explicit: str | os.PathLike | None = None) -> Path:
-    """The data directory: the argument, else $DATA_PATH, else ./data."""
-    return Path(explicit or os.environ.get("DATA_PATH", "data"))
+    """The data directory: the argument, else $DATA_PATH, else ./data; an empty $DATA_PATH is refused (it would
+    mean the current folder)."""
+    if explicit:
+        return Path(explicit)
+    value = os.environ.get("DATA_PATH", "data")
+    if not value.strip():
+        raise DataMissing("$DATA_PATH is set but empty; unset it (default: data/) or name the data folder")
+    return Path(value)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from ..specs.expected import expected_path, load_expected
 from ..specs.selection import select_cells, selected_set, tier_config
 from ..specs.spec import ID_PATTERN, Spec, command_for, work_dir_for
 from ..store import ledger
-from ..store.write import write_new_result
+from ..store.write import refuse_links, write_new_result
 from ..train.checkpoint import CheckpointMismatch
 from ..train.table import TrainTableConfig, cell_path, units_to_train
 
@@ -125,6 +125,8 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
                         ": no cell to run (every matching cell is not_run / context at this tier in "
                         f"{expected_path(spec.id)})")
     device = torch.device(tier_spec.device)
+    if write_result:  # a store behind a symbolic link is refused before anything runs, not after
+        refuse_links(Path(results_root or layout.local_results_dir()), spec.id)
     work_dir = work_dir_for(spec, tier)
     narrowed = bool(cells) or data == "suite"  # else the runner produces all it can (not_run cells for reference)
     if restart:

@@ -15,6 +15,8 @@ finished checkpoint (no training step) and the parent writes the run's one resul
 """
 from __future__ import annotations
 
+import re
+
 import os
 import subprocess
 import sys
@@ -56,12 +58,18 @@ class Schedule:
         return not (self.paused or self.failed or self.not_started)
 
 
-def parse_gpus(text: str) -> list[str]:
-    """'0,1,2,3' -> ['0', '1', '2', '3']; each entry a CUDA device index, no repeats."""
+def parse_gpus(text: str, available: int | None = None) -> list[str]:
+    """'0,1,2,3' -> ['0', '1', '2', '3']; each entry a CUDA device index (ASCII digits), no repeats, and with
+    ``available`` (the machine's CUDA device count) each below it."""
     gpus = [g.strip() for g in text.split(",")]
-    if not gpus or any(not g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus):
+    if not gpus or any(not re.fullmatch(r"[0-9]+", g) for g in gpus) or len(set(gpus)) != len(gpus):
         raise ValueError(f"--gpus {text!r} not allowed; give distinct CUDA device indices separated by commas, "
                          f"e.g. --gpus 0,1,2,3")
+    if available is not None:
+        missing = [g for g in gpus if int(g) >= available]
+        if missing:
+            have = f"devices 0-{available - 1}" if available else "no CUDA device"
+            raise ValueError(f"--gpus {text}: GPU {', '.join(missing)} not on this machine ({have})")
     return gpus
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from ..core import layout
 from ..core.atomic import to_json_text, write_bytes_new
+from ..core.errors import SpecError
 
 
 def result_names(kind_dir: str, tier: str, root: Path | None = None) -> Iterator[Path]:
@@ -27,9 +28,19 @@ def result_names(kind_dir: str, tier: str, root: Path | None = None) -> Iterator
         yield base / f"{stamp}_{tier}_{n:03d}.json"
 
 
+def refuse_links(root: Path, kind_dir: str) -> None:
+    """A store (or its spec folder) that is a symbolic link is refused before anything is written: what a run
+    wrote through it, check would refuse to read (runners/store/read.py), and it could lead outside the store."""
+    for folder in (Path(root), Path(root) / kind_dir):
+        if folder.is_symlink():
+            raise SpecError(f"{folder}: a symbolic link; results are written into real folders only (point "
+                            f"--output, $SSM_RESULTS_DIR or $SSM_LOCAL_DIR at the folder itself)")
+
+
 def write_new_result(kind_dir: str, tier: str, obj: Any, root: Path | None = None) -> Path:
     """Write ``obj`` as a new results file (see :func:`result_names`) and return its path; created exclusively,
     so concurrent runs never overwrite each other's results."""
+    refuse_links(root or layout.RESULTS_DIR, kind_dir)
     return write_bytes_new(result_names(kind_dir, tier, root), to_json_text(obj).encode("utf-8"))
 
 
