@@ -49,6 +49,14 @@ class CellVerdict:
     seeds: tuple[tuple[Any, Any, int], ...] = ()  # (seed, value, results file index) of each seed judged together
 
     @property
+    def sigmas(self) -> float | None:
+        """(ours - paper) in the paper's standard deviations, where the paper gives one; else None."""
+        if _num(self.measured) and _num(self.paper) and _num(self.std) and self.std > 0 \
+                and math.isfinite(self.measured):
+            return (self.measured - self.paper) / self.std
+        return None
+
+    @property
     def unexpected_fail(self) -> bool:
         return self.verdict == "FAIL" and not self.known_fail
 
@@ -382,7 +390,7 @@ def _no_finite_validation(series: Any) -> bool:
                    for e in history)
 
 
-def _series_of(result: dict, row: str, column: str) -> Any:
+def series_of(result: dict, row: str, column: str) -> Any:
     """The training series ("<row> / <task>") whose validation-selected test value ``(row, column)`` reports (a
     transposed table's cells read the other way round), or None."""
     series = result.get("series") if isinstance(result.get("series"), dict) else {}
@@ -408,7 +416,7 @@ def null_failures(result: dict) -> dict[Key, str]:
         if c.get("value") is not None:
             continue
         key, note = (c["row"], c["column"]), c.get("note") or ""
-        series = _series_of(result, *key)
+        series = series_of(result, *key)
         stop = _STOP.search(note)
         if series is not None and _no_finite_validation(series):
             n = len(series["history"])
@@ -488,7 +496,7 @@ def _stale_verdict(cell: dict, tier: str, run: Run, index: int, gap: list[str],
 
 def _series_key(run: Run, key: Key) -> str | None:
     """The training series behind a run's cell, as text (two files with the same series are one run)."""
-    series = _series_of(run.doc, *key)
+    series = series_of(run.doc, *key)
     history = series.get("history") if isinstance(series, dict) else None
     return json.dumps(history, sort_keys=True) if history else None
 
@@ -653,3 +661,58 @@ def counts_text(verdicts: list[CellVerdict]) -> str:
     if resting := overrides_text(verdicts):
         text += f"; {resting}"
     return text
+
+
+def schedule_done(result: dict, row: str, column: str) -> tuple[int, int] | None:
+    """(epochs completed, epochs the cell's setting plans) of a trained cell of ``result``; None for a cell that did
+    not train or whose setting cannot be read today."""
+    from .settings import cell_setting
+
+    series = series_of(result, row, column)
+    history = series.get("history") if isinstance(series, dict) else None
+    if not isinstance(history, list):
+        return None
+    try:
+        setting = cell_setting(result.get("runner", ""), result.get("config") or {}, result.get("seed"), row, column)
+    except (TypeError, ValueError, KeyError):
+        return None
+    planned = ((setting or {}).get("train") or {}).get("epochs")
+    if not _num(planned):
+        return None
+    return sum(1 for e in history if isinstance(e, dict) and not e.get("partial")), int(planned)
+
+
+def verdict_marks(v: CellVerdict, files: list[tuple[Any, dict]]) -> list[str]:
+    """What a reader must know beside a verdict: that it rests on --set overrides, how many seeds it has (a trained
+    cell), a schedule shorter than its setting plans, and its distance from the paper's mean in the paper's
+    standard deviations."""
+    out = ["rests on --set"] if v.overrides else []
+    if v.result is None or v.verdict in ("NOT-RUN", "CONTEXT") or v.result >= len(files):
+        return out
+    doc = files[v.result][1]
+    done = schedule_done(doc, v.row, v.column)
+    if done is not None:
+        seeds = len(v.seeds) or 1
+        out.append(f"{seeds} seed{'s' * (seeds > 1)}")
+        if done[0] < done[1]:
+            out.append(f"{done[0]} of {done[1]} epochs")
+    if v.sigmas is not None:
+        out.append(f"{v.sigmas:+.1f} paper std")
+    return out
+
+
+#: why a cell reads NOT-RUN, as the index counts it
+NOT_RUN_WHY = ("not configured", "not yet run", "no data here")
+
+
+def not_run_why(v: CellVerdict) -> str | None:
+    """For a NOT-RUN claim: "not configured" (the expected file's check at this tier is not_run: the tier does not
+    measure it), "no data here" (its run found no data on this machine; the details say how to get it) or "not
+    yet run" (the tier measures it and no run has yet: compute not yet spent); None for another verdict."""
+    if v.verdict != "NOT-RUN":
+        return None
+    if v.kind == "not_run":
+        return "not configured"
+    if "data missing" in v.detail or "DATA_PATH" in v.detail or "no data" in v.detail:
+        return "no data here"
+    return "not yet run"

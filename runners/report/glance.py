@@ -16,7 +16,7 @@ from typing import Any
 from ..core.textfmt import column_label, fmt, paper_text
 from ..judge.repeats import Repeat, provenance
 from ..judge.settings import Today
-from ..judge.verdicts import CellVerdict, judge_tier
+from ..judge.verdicts import CellVerdict, judge_tier, verdict_marks
 from ..specs.expected import expected_path, load_expected
 from ..specs.spec import TIERS, find_spec, load_spec
 from ..store.read import load_tier_results
@@ -62,10 +62,12 @@ def _counts(cells: list[CellVerdict]) -> str:
     return ", ".join(f"{k} {n}" for k, n in counts.items() if n) + f" of {len(cells)}"
 
 
-def _cell_text(v: CellVerdict) -> str:
-    """"S4 59 PASS (59.6 ± 1.5; paper 59.6 ± 0.07)": ours, the verdict, the check and the paper's value."""
+def _cell_text(v: CellVerdict, files: list[tuple[Any, dict]] = ()) -> str:
+    """"S4 59 PASS (59.6 ± 1.5; paper 59.6 ± 0.07; 1 seed; -8.6 paper std)": ours, the verdict, the check, the
+    paper's value and the verdict's marks (:func:`runners.judge.verdicts.verdict_marks`)."""
     paper = f"; paper {paper_text(v.paper, v.std)}" if v.paper is not None and v.check != paper_text(v.paper) else ""
-    return f"{v.row} {fmt(v.measured)} {v.verdict} ({v.check}{paper})"
+    marks = "".join(f"; {m}" for m in verdict_marks(v, list(files)))
+    return f"{v.row} {fmt(v.measured)} {v.verdict} ({v.check}{paper}{marks})"
 
 
 def _repeat_text(r: Repeat) -> str:
@@ -191,7 +193,7 @@ def glance_lines(tier: str, files: list[tuple[Any, dict]], verdicts: list[CellVe
             where.append(" then ".join(cards))
         text = f"- {', '.join(where)}: {_counts(cells)}"
         if len(cells) <= LISTED_CELLS:
-            text += ": " + "; ".join(_cell_text(v) for v in cells)
+            text += ": " + "; ".join(_cell_text(v, files) for v in cells)
         bullets.append(text)
     stale = [v for v in verdicts if v.verdict == "STALE"]
     if stale:

@@ -19,7 +19,8 @@ from ..core.atomic import write_text_atomic
 from ..core.textfmt import column_label, fmt
 from ..judge.repeats import repeat_lines, repeated_cells
 from ..judge.settings import Today
-from ..judge.verdicts import CellVerdict, compare, context_count, counts_text, judge_tier, sanity_summary, summary
+from ..judge.verdicts import (NOT_RUN_WHY, CellVerdict, compare, context_count, counts_text, judge_tier, not_run_why,
+                              sanity_summary, summary, verdict_marks)
 from ..specs.expected import expected_path, load_expected
 from ..specs.overrides import apply_overrides
 from ..specs.registry import PLOTS
@@ -73,7 +74,7 @@ def paper_text(v: CellVerdict) -> str:
     return textfmt.paper_text(v.paper, v.std)
 
 
-def _grid_cell(v: CellVerdict, numbered: bool) -> str:
+def _grid_cell(v: CellVerdict, numbered: bool, files: list[tuple[Any, dict]] = ()) -> str:
     """One cell of the main table: paper / ours VERDICT (the check that judged it)."""
     if v.verdict == "CONTEXT":
         return f"{paper_text(v)} (context)"
@@ -81,17 +82,20 @@ def _grid_cell(v: CellVerdict, numbered: bool) -> str:
         return f"{paper_text(v)} / {fmt(v.measured)} NOT-RUN"
     verdict = f"sanity {v.verdict}" if v.role == "sanity" else v.verdict
     source = f" [{v.result + 1}]" if numbered and v.result is not None else ""
-    return f"{paper_text(v)} / {fmt(v.measured)} {verdict} ({v.check}){source}"
+    marks = verdict_marks(v, list(files))
+    return f"{paper_text(v)} / {fmt(v.measured)} {verdict} ({v.check}){source}" + (
+        f" · {', '.join(marks)}" if marks else "")
 
 
-def _grid(expected: dict, verdicts: list[CellVerdict], numbered: bool = False) -> str:
+def _grid(expected: dict, verdicts: list[CellVerdict], numbered: bool = False,
+          files: list[tuple[Any, dict]] = ()) -> str:
     by_key = {(v.row, v.column): v for v in verdicts}
     rows = []
     for row in expected["rows"]:
         line = [row]
         for col in expected["columns"]:
             v = by_key.get((row, col))
-            line.append("" if v is None else _grid_cell(v, numbered))
+            line.append("" if v is None else _grid_cell(v, numbered, files))
         rows.append(line)
     return _table(rows, ["paper / ours", *map(column_label, expected["columns"])])
 
@@ -317,9 +321,12 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
         lines += [spec.description.strip(), ""]
     lines += ["Each cell reads `paper / ours VERDICT (check)`: the paper's value (± its standard deviation where "
               "it gives one), ours, the verdict and the check that gave it. Verdicts: PASS, FAIL, IMPROVED (better "
-              "than the paper beyond the check, within a plausible factor: review), NOT-RUN (reason in the "
-              "details); `(context)` marks prior work's numbers the suite does not rerun. Counts are of the "
-              "paper's claims; context rows and sanity checks are counted apart.", ""]
+              "than the paper beyond the check, within a plausible factor: review), STALE (measured at another "
+              "setting than the spec's today: not judged; the keys that differ in the details), NOT-RUN (reason in "
+              "the details); `(context)` marks prior work's numbers the suite does not rerun. After `·`, a trained "
+              "cell's seeds, its epochs where fewer than its setting plans, and the distance from the paper's mean "
+              "in the paper's standard deviations. Counts are of the paper's claims; context rows and sanity "
+              "checks are counted apart.", ""]
     if any(column_label(c) != c for c in expected["columns"]):
         lines += [MIB_NOTE, ""]
     out: dict[str, list[CellVerdict] | None] = {}
@@ -354,7 +361,7 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
                       "setting's; each cell's line in the details says what differs where it is STALE):", ""]
             lines += [f"- `{files[i][0]}` ({_store(files[i][0])}): Settings changed from the spec (`--set`): "
                       + ", ".join(f"`{o}`" for o in files[i][1]["overrides"]) + "." for i in variants] + [""]
-        lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered), ""]
+        lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered, files), ""]
         lines += gpu_time_lines(spec.id, tier, files, verdicts, records, training_series(spec, tier))
         lines += repeat_lines(repeats, files)
         lines += newer_shared_run_lines(spec, tier, files, verdicts, results_root)
@@ -385,11 +392,39 @@ def report_unrun_table(expected: dict, out_dir: Path) -> None:
     write_text_atomic(out_dir / f"{expected['table']}.md", "\n".join(lines))
 
 
-def _index_counts(verdicts: list[CellVerdict] | None) -> str:
-    """One tier's counts for the index: the claims' nonzero verdicts, then context and sanity counts."""
+def _index_marks(verdicts: list[CellVerdict], files: list[tuple[Path, dict]]) -> str:
+    """The marks of a tier's judged claims for the index: seeds of the trained ones, shortened schedules, PASSes
+    resting on --set overrides."""
+    judged = [v for v in verdicts if v.role == "claim" and v.verdict in ("PASS", "FAIL", "IMPROVED")]
+    marks = [verdict_marks(v, files) for v in judged]
+    seeds = sorted({int(m.split()[0]) for ms in marks for m in ms if m.endswith(("seed", "seeds"))})
+    short = sum(any(m.endswith(" epochs") for m in ms) for ms in marks)
+    resting = sum("rests on --set" in ms for ms in marks)
+    parts = []
+    if seeds:
+        parts.append(f"{seeds[0]} seed{'s' * (seeds[0] > 1)} each" if len(seeds) == 1
+                     else f"{seeds[0]}-{seeds[-1]} seeds")
+    if short:
+        parts.append(f"{short} on a shortened schedule")
+    if resting:
+        parts.append(f"{resting} resting on --set")
+    return f" [{'; '.join(parts)}]" if parts else ""
+
+
+def _index_counts(verdicts: list[CellVerdict] | None, files: list[tuple[Path, dict]] = (),
+                  unrun: list[CellVerdict] | None = None) -> str:
+    """One tier's counts for the index: the claims' nonzero verdicts (NOT-RUN by why: :func:`not_run_why`), then
+    context and sanity counts, then the judged claims' marks (:func:`_index_marks`). A tier without results reads
+    NOT-RUN with its claims by why (``unrun``: its verdicts without results)."""
     if verdicts is None:
-        return "NOT-RUN"
-    parts = [" ".join(f"{k} {n}" for k, n in summary(verdicts).items() if n)]
+        claims = [v for v in unrun or [] if v.role == "claim"]
+        why = {w: sum(not_run_why(v) == w for v in claims) for w in NOT_RUN_WHY}
+        return "NOT-RUN" + (f" ({', '.join(f'{w} {m}' for w, m in why.items() if m)})" if claims else "")
+    claims = [v for v in verdicts if v.role == "claim"]
+    why = {w: sum(not_run_why(v) == w for v in claims) for w in NOT_RUN_WHY}
+    counts = " ".join(f"{k} {n}" + (f" ({', '.join(f'{w} {m}' for w, m in why.items() if m)})"
+                                    if k == "NOT-RUN" else "") for k, n in summary(verdicts).items() if n)
+    parts = [counts + _index_marks(verdicts, list(files))]
     if context_count(verdicts):
         parts.append(f"context {context_count(verdicts)}")
     sanity = sanity_summary(verdicts)
@@ -451,7 +486,9 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
         verdicts = report_spec(spec, out_dir, results_root, loaded[spec.id])
         rows.append([f"[{spec.id}]({spec.id}.md)", f"{spec.paper.upper()} {spec.table}", spec.title,
                      f"`make {spec.make}`" if spec.make else f"`ssm-repro run {spec.path}`",
-                     *[_index_counts(verdicts[t]) + _index_source(spec, t, loaded[spec.id][t], verdicts[t])
+                     *[_index_counts(verdicts[t], loaded[spec.id][t],
+                                     compare(load_expected(expected_path(spec.id)), None, t))
+                       + _index_source(spec, t, loaded[spec.id][t], verdicts[t])
                        + _index_stores(loaded[spec.id][t], verdicts[t]) for t in TIERS]])
     spec_ids = {spec.id for spec in specs}
     for path in sorted(Path("expected").glob("*.yaml")):
@@ -464,8 +501,11 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
     index = ["# Reproduction reports", "",
              "One line per table; generated by `python -m runners report` from the results files only "
              f"({_sources_text(results_root)}). Counts "
-             "per tier: the paper's claims by verdict, then context rows (prior work's numbers the suite does not "
-             "rerun) and sanity checks (they guard the machinery), counted apart; then, for training tables, the "
+             "per tier: the paper's claims by verdict (STALE: measured at another setting than the spec's today, "
+             "not judged; NOT-RUN by why: not configured at this tier, not yet run, or no data here), with the "
+             "judged claims' marks in square brackets (seeds of the trained ones, how many on a schedule shorter "
+             "than their setting plans, how many resting on --set overrides), then context rows (prior work's "
+             "numbers the suite does not rerun) and sanity checks (they guard the machinery), counted apart; then, for training tables, the "
              "data the verdicts were measured on (`release`: the full tier on the dataset's release; `suite`: the "
              "tier's configuration on data the suite makes by the dataset's own procedure; `tier's own`: a smoke or "
              "budget tier's fixtures, stand-ins or generated data) and the devices that measured them; in "
