@@ -23,7 +23,8 @@ TEMP_SUFFIX = ".ssm-partial"
 
 def remove_stale_temps(folder: Path, max_age_s: float = STALE_TEMP_AGE_S) -> list[Path]:
     """Delete the temp files (``.<name>.<random>.ssm-partial``, as :func:`atomic_path` and :func:`write_bytes_new`
-    make them; a user's own ``*.tmp`` is never touched) that a killed writer left in ``folder`` more than ``max_age_s`` ago; a live writer's are younger and
+    make them; a user's own ``*.tmp`` is never touched) that a killed writer left in ``folder`` more than
+    ``max_age_s`` ago; a live writer's are younger and
     stay. Returns what was removed. Called where a run writes into a folder of its own kind (a new results file,
     a checkpoint), not on every atomic write (a folder of thousands of generated images would be listed per
     image)."""

@@ -38,3 +38,18 @@ def paper_text(paper: Any, std: Any = None) -> str:
     """The paper's value with its standard deviation where it gives one: "88.65 ± 0.23"."""
     has_std = isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0
     return f"{fmt(paper)} ± {fmt(std)}" if has_std and paper is not None else fmt(paper)
+
+
+def md_inline(text: Any) -> str:
+    """Free text from a results file (a note, a device name, a problem) as one line of markdown that renders as
+    text: newlines and runs of blanks become one space (a row of a table stays one row; the report's tables escape
+    ``|`` themselves), and the characters that would make it HTML, a code span or a heading are escaped (``&``,
+    ``<``, ``>``, a backtick, a leading ``#``)."""
+    flat = " ".join(str(text).split())
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "\\`")
+    return "\\" + flat if flat.startswith("#") else flat
+
+
+def md_code(text: Any) -> str:
+    """Free text for a markdown code span (`` `...` ``): one line, no backtick that would end the span."""
+    return " ".join(str(text).split()).replace("`", "'")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.textfmt import column_label, fmt
+from ..core.textfmt import column_label, fmt, md_inline
 from .verdicts import CellVerdict, judge_run, tier_runs
 
 
@@ -91,7 +91,7 @@ def _commit(result: dict) -> str:
     """The short commit a results file records ('unknown' where it has none), marked where the tree differed."""
     env = result.get("environment") if isinstance(result.get("environment"), dict) else {}
     commit = env.get("git_commit")
-    text = commit[:7] if isinstance(commit, str) and commit else "unknown"
+    text = md_inline(commit[:7]) if isinstance(commit, str) and commit else "unknown"
     return text + (" + changes" if env.get("git_dirty") else "")
 
 

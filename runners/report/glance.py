@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core.textfmt import column_label, fmt, paper_text
+from ..core.textfmt import column_label, fmt, md_inline, paper_text
 from ..judge.repeats import Repeat, provenance
 from ..judge.settings import Today
 from ..judge.verdicts import CellVerdict, judge_tier, verdict_marks
@@ -37,12 +37,12 @@ def cell_cards(result: dict, row: str, column: str) -> list[str]:
     cards: list[str] = []
     for seg in segments if isinstance(segments, list) else []:
         card = _mapping(seg).get("device")
-        if isinstance(card, str) and card and card not in cards:
-            cards.append(card)
+        if isinstance(card, str) and card and md_inline(card) not in cards:
+            cards.append(md_inline(card))
     if cards:
         return cards
     device = _mapping(result.get("environment")).get("device_name")
-    return [device] if isinstance(device, str) and device else []
+    return [md_inline(device)] if isinstance(device, str) and device else []
 
 
 def cell_epochs(result: dict, row: str, column: str) -> Any:

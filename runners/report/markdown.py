@@ -16,7 +16,7 @@ from tabulate import tabulate
 
 from ..core import layout, textfmt
 from ..core.atomic import write_text_atomic
-from ..core.textfmt import column_label, fmt
+from ..core.textfmt import column_label, fmt, md_code, md_inline
 from ..judge.repeats import repeat_lines, repeated_cells
 from ..judge.settings import Today
 from ..judge.verdicts import (NOT_RUN_WHY, CellVerdict, compare, context_count, counts_text, judge_tier, not_run_why,
@@ -108,7 +108,8 @@ def _details(verdicts: list[CellVerdict], numbered: bool = False,
             return []
         return [result_files.store_of(files[v.result][0]) if v.result is not None else "-"]
     rows = [[v.row, column_label(v.column), paper_text(v), fmt(v.measured), v.check, v.role, v.verdict,
-             v.detail + (f" Known discrepancy: {v.known_fail}" if v.known_fail and v.verdict == "FAIL" else "")]
+             md_inline(v.detail) + (f" Known discrepancy: {v.known_fail}" if v.known_fail and v.verdict == "FAIL"
+                                    else "")]
             + ([v.result + 1 if v.result is not None else "-"] if numbered else []) + store(v)
             for v in verdicts]
     headers = (["row", "column", "paper", "ours", "check", "role", "verdict", "detail"] + (["file"] if numbered else [])
@@ -121,7 +122,7 @@ def _sanity(verdicts: list[CellVerdict]) -> list[str]:
     shown = [v for v in verdicts if v.role == "sanity"]
     if not shown:
         return []
-    rows = [[v.row, column_label(v.column), fmt(v.measured), v.check, v.verdict, v.detail] for v in shown]
+    rows = [[v.row, column_label(v.column), fmt(v.measured), v.check, v.verdict, md_inline(v.detail)] for v in shown]
     return ["### Sanity checks", "", "These guard the machinery (a loss falls, a kernel equals its reference); they "
             "are not claims of the paper and are counted apart. A sanity FAIL still fails `runners check`.", "",
             _table(rows, ["row", "column", "ours", "check", "verdict", "detail"]), ""]
@@ -129,11 +130,11 @@ def _sanity(verdicts: list[CellVerdict]) -> list[str]:
 
 def _commit_text(env: dict) -> str:
     """The commit a result was measured at, with its uncommitted changes' hash and any provenance note."""
-    text = f"commit `{env.get('git_commit')}`"
+    text = f"commit `{md_code(env.get('git_commit'))}`"
     if env.get("git_dirty"):
         text += f" plus uncommitted changes (diff SHA-256 `{env.get('git_dirty_diff_sha256')}`)"
     if env.get("git_commit_note"):
-        text += f" ({env['git_commit_note']}; recorded: `{env.get('git_commit_recorded')}`)"
+        text += f" ({md_inline(env['git_commit_note'])}; recorded: `{md_code(env.get('git_commit_recorded'))}`)"
     if env.get("provenance_note"):
         text += f" (provenance: {env['provenance_note']})"
     return text
@@ -146,9 +147,11 @@ def _env_line(result: dict) -> str:
     wall_text = (f"wall time of the call that wrote it {fmt(wall)} s (each cell's training time is in its line below, "
                  "and a cell trained over several calls names each call's commit and card there)"
                  if trained else f"wall time {fmt(wall)} s")
-    return (f"device **{env.get('device_name', '?')}**, torch {env.get('torch', '?')}, triton {env.get('triton')}, "
+    return (f"device **{md_inline(env.get('device_name', '?'))}**, torch {md_inline(env.get('torch', '?'))}, "
+            f"triton {md_inline(env.get('triton'))}, "
             f"{_commit_text(env)}"
-            + f", finished {result.get('finished', '?')}, {wall_text}, seed {result.get('seed', '?')}")
+            + f", finished {md_inline(result.get('finished', '?'))}, {wall_text}, "
+              f"seed {md_inline(result.get('seed', '?'))}")
 
 
 def overrides_lines(result: dict) -> list[str]:
@@ -156,12 +159,13 @@ def overrides_lines(result: dict) -> list[str]:
     was limited to (``--cells``) and the settings it overrode (``--set``); none for a run as specified."""
     lines = []
     if result.get("data") == "suite":
-        lines += [f"**Data made by the suite** (`--data suite`): {result.get('data_note') or 'see the spec'}", ""]
+        note = md_inline(result.get("data_note") or "see the spec")
+        lines += [f"**Data made by the suite** (`--data suite`): {note}", ""]
     if result.get("cell_patterns"):
-        lines += [f"Cells selected (`--cells`): {', '.join(f'`{p}`' for p in result['cell_patterns'])}.", ""]
+        lines += [f"Cells selected (`--cells`): {', '.join(f'`{md_code(p)}`' for p in result['cell_patterns'])}.", ""]
     given = result.get("overrides") or []
     if given:
-        lines += [f"Settings changed from the spec (`--set`): {', '.join(f'`{o}`' for o in given)}.", ""]
+        lines += [f"Settings changed from the spec (`--set`): {', '.join(f'`{md_code(o)}`' for o in given)}.", ""]
     return lines
 
 
@@ -360,18 +364,19 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
             lines += ["Also run, with `--set` overrides (no cell is judged from these: the verdicts are the spec's "
                       "setting's; each cell's line in the details says what differs where it is STALE):", ""]
             lines += [f"- `{files[i][0]}` ({_store(files[i][0])}): Settings changed from the spec (`--set`): "
-                      + ", ".join(f"`{o}`" for o in files[i][1]["overrides"]) + "." for i in variants] + [""]
+                      + ", ".join(f"`{md_code(o)}`" for o in files[i][1]["overrides"]) + "." for i in variants] + [""]
         lines += [f"Verdicts: {counts_text(verdicts)}", "", _grid(expected, verdicts, numbered, files), ""]
         lines += gpu_time_lines(spec.id, tier, files, verdicts, records, training_series(spec, tier))
         lines += repeat_lines(repeats, files)
         lines += newer_shared_run_lines(spec, tier, files, verdicts, results_root)
         problems = [p for i in used for p in files[i][1].get("problems", [])]
-        lines += [f"**Not run:** {p}" for p in problems] + ([""] if problems else [])
+        lines += [f"**Not run:** {md_inline(p)}" for p in problems] + ([""] if problems else [])
         known = {v.known_fail for v in verdicts if v.known_fail and v.verdict == "FAIL"}
         lines += [f"**FAIL, analysed:** {k}" for k in sorted(known)] + ([""] if known else [])
         for i in used:
             notes = files[i][1].get("notes") or []
-            lines += [f"- {f'[{i + 1}] ' if numbered else ''}{note}" for note in notes] + ([""] if notes else [])
+            lines += [f"- {f'[{i + 1}] ' if numbered else ''}{md_inline(note)}" for note in notes]
+            lines += [""] if notes else []
         lines += _sanity(verdicts)
         if spec.plots and not plotted:
             lines += _draw(spec, expected, tier, [files[i] for i in used], out_dir)
@@ -442,7 +447,8 @@ def _index_source(spec: Spec, tier: str, files: list[tuple[Path, dict]], verdict
     if not used:
         return ""
     docs = [files[i][1] for i in used]
-    cards = sorted({str((d.get("environment") or {}).get("device_name") or "?").replace("NVIDIA ", "") for d in docs})
+    cards = sorted({md_inline((d.get("environment") or {}).get("device_name") or "?").replace("NVIDIA ", "")
+                    for d in docs})
     if not spec.runner.startswith("train."):
         return f" (on: {', '.join(cards)})"
     data = sorted({"suite" if d.get("data") == "suite" else "release" if tier == "full" else "tier's own"
@@ -505,7 +511,8 @@ def report_all(out_dir: Path | None = None, results_root: Path | None = None) ->
              "not judged; NOT-RUN by why: not configured at this tier, not yet run, or no data here), with the "
              "judged claims' marks in square brackets (seeds of the trained ones, how many on a schedule shorter "
              "than their setting plans, how many resting on --set overrides), then context rows (prior work's "
-             "numbers the suite does not rerun) and sanity checks (they guard the machinery), counted apart; then, for training tables, the "
+             "numbers the suite does not rerun) and sanity checks (they guard the machinery), counted apart; then, "
+             "for training tables, the "
              "data the verdicts were measured on (`release`: the full tier on the dataset's release; `suite`: the "
              "tier's configuration on data the suite makes by the dataset's own procedure; `tier's own`: a smoke or "
              "budget tier's fixtures, stand-ins or generated data) and the devices that measured them; in "
