@@ -57,10 +57,10 @@ analytic: setup
 	$(call TABLE,s4d-theorem-3 s4d-conjecture-5 s4d-theorem-6 s4d-figure-4 s4d-proposition-1)
 
 bench-kernels: setup
-	$(PY) benchmarks/bench_kernels.py $(if $(OFFICIAL_S4),--official $(OFFICIAL_S4))
+	$(PY) -m benchmarks.bench_kernels $(if $(OFFICIAL_S4),--official $(OFFICIAL_S4))
 
 bench-layers: setup
-	$(PY) benchmarks/bench_layers.py $(if $(OFFICIAL_S4),--official $(OFFICIAL_S4))
+	$(PY) -m benchmarks.bench_layers $(if $(OFFICIAL_S4),--official $(OFFICIAL_S4))
 
 table-2: setup ; $(call TABLE,s4-table-2)
 table-3: setup ; $(call TABLE,s4-table-3)

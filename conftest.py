@@ -25,20 +25,11 @@ if not torch.cuda.is_available():
 
 @pytest.fixture
 def script() -> Callable[[str], Any]:
-    """Loads a script of the repository (a path from its root, e.g. 'benchmarks/diagnostics/ddp_step_ab.py') as a
-    module, once per session."""
-    import importlib.util
-    import sys
+    """A module of the repository by its file's path from the root (e.g. 'benchmarks/diagnostics/ddp_step_ab.py' is
+    the module benchmarks.diagnostics.ddp_step_ab), imported as any module is."""
+    import importlib
 
-    def load(relative: str) -> Any:
-        key = "script_" + relative.replace("/", "_").removesuffix(".py")
-        if key not in sys.modules:
-            spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().parent / relative)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[key] = module
-            spec.loader.exec_module(module)
-        return sys.modules[key]
-    return load
+    return lambda relative: importlib.import_module(relative.removesuffix(".py").replace("/", "."))
 
 
 #: set to an integer to give every ``gen`` that integer as its seed (to replay a failure the report names)

@@ -11,9 +11,9 @@ Writes results/bench-kernels/<UTC stamp>_gpu.json (environment and card included
 markdown table tables/bench-kernels.md, with the official CUDA extension's numbers on an
 H200 and the suite's targets (runners/benchmark/official.py) beside ours.
 
-    python benchmarks/bench_kernels.py                      # on a GPU
-    python benchmarks/bench_kernels.py --official ~/s4      # + side by side with the official extension (GPU)
-    python benchmarks/bench_kernels.py --quick --out-dir D  # toy sizes on the CPU (TRITON_INTERPRET=1), all into D
+    python -m benchmarks.bench_kernels                      # on a GPU
+    python -m benchmarks.bench_kernels --official ~/s4      # + side by side with the official extension (GPU)
+    python -m benchmarks.bench_kernels --quick --out-dir D  # toy sizes on the CPU (TRITON_INTERPRET=1), all into D
 
 ``--official PATH`` (``make bench-kernels OFFICIAL_S4=PATH``) builds the official extension from the user's
 checkout of state-spaces/s4 (runners/benchmark/official_ext.py) and times it beside ours in the same process on
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,12 +35,10 @@ from typing import Any, Callable
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from runners.benchmark import official  # noqa: E402
-from runners.benchmark.common import bench_ms, host_seconds, peak_mib  # noqa: E402
-from runners.core.atomic import write_text_atomic  # noqa: E402
+from runners.benchmark import official
+from runners.benchmark.common import bench_ms, host_seconds, peak_mib
+from runners.core.atomic import write_text_atomic
 
 # the official extension's H200 numbers and the suite's targets (runners/benchmark/official.py)
 OFFICIAL_H200, TARGETS = official.KERNELS_H200, official.KERNEL_TARGETS

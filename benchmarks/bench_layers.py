@@ -13,10 +13,10 @@ kernel and the convolution alone, and the copy bandwidth of the card (the memory
 Writes results/bench-layers/<UTC stamp>_gpu.json (environment and card included) and the markdown table
 tables/bench-layers.md, with the official FFTConv's H200 numbers and the targets (runners/benchmark/official.py).
 
-    python benchmarks/bench_layers.py                       # on a GPU
-    python benchmarks/bench_layers.py --profile             # ... and a torch.profiler table (--profile-file)
-    python benchmarks/bench_layers.py --quick --out-dir D   # toy sizes on the CPU, JSON and table into D
-    python benchmarks/bench_layers.py --official ~/s4       # + the official FFTConv side by side (GPU)
+    python -m benchmarks.bench_layers                       # on a GPU
+    python -m benchmarks.bench_layers --profile             # ... and a torch.profiler table (--profile-file)
+    python -m benchmarks.bench_layers --quick --out-dir D   # toy sizes on the CPU, JSON and table into D
+    python -m benchmarks.bench_layers --official ~/s4       # + the official FFTConv side by side (GPU)
 
 ``--official PATH`` (``make bench-layers OFFICIAL_S4=PATH``) builds the official extension from the user's checkout
 of state-spaces/s4, imports its FFTConv (runners/benchmark/official_ext.py) and times it beside our layer (output
@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import tempfile
 import time
 import traceback
@@ -41,15 +40,13 @@ import torch
 import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from ssm_core import SSMLayer  # noqa: E402
-from ssm_core.fftconv import fft_conv  # noqa: E402
-from ssm_core.kernels.graphs import captured, enabled as graphs_enabled  # noqa: E402
-from runners.benchmark import official  # noqa: E402
-from runners.benchmark.common import bench_ms, graphed_step, host_seconds, kernel_graphs_off, peak_mib  # noqa: E402
-from runners.core.atomic import write_text_atomic  # noqa: E402
+from ssm_core import SSMLayer
+from ssm_core.fftconv import fft_conv
+from ssm_core.kernels.graphs import captured, enabled as graphs_enabled
+from runners.benchmark import official
+from runners.benchmark.common import bench_ms, graphed_step, host_seconds, kernel_graphs_off, peak_mib
+from runners.core.atomic import write_text_atomic
 
 D_STATE = 64
 SHAPES = [(h, b, length) for h in (128, 256, 512) for b, length in ((32, 1024), (32, 4096), (8, 16384))]

@@ -1,7 +1,6 @@
 """benchmarks/bench_layers.py --quick: the CPU smoke configuration writes its results JSON and table."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -9,10 +8,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("bench_layers", REPO / "benchmarks" / "bench_layers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from benchmarks import bench_layers
+
+    return bench_layers
 
 
 def test_quick_run_writes_json_and_table(tmp_path: Path) -> None:

@@ -4,9 +4,8 @@ benchmarks/diagnostics/learning_curves.py and benchmarks/diagnostics/validation_
 benchmarks/diagnostics/step_curves.py on step logs (seconds)."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script(name: str):
-    """A diagnostics script as a module."""
-    key = f"diagnostics_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / "diagnostics" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
+    """A diagnostic of benchmarks/diagnostics/: the module benchmarks.diagnostics.<name>."""
+    return importlib.import_module(f"benchmarks.diagnostics.{name}")
 
 
 def _checkpoint(path: Path, task_name: str = "pathfinder32", values: str | None = None,

@@ -5,7 +5,6 @@
 checkpoint format (what `runners progress` and the packer read), in a checkpoints/ folder of the test's own."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -57,13 +56,10 @@ def _checkpoint(path: Path, epoch: int, epochs: int = 200) -> None:
 
 
 def _collect():
-    """benchmarks/campaign/collect.py as a module."""
-    if "campaign_collect" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("campaign_collect", ROOT / "benchmarks/campaign/collect.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["campaign_collect"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["campaign_collect"]
+    """benchmarks/campaign/collect.py: the module benchmarks.campaign.collect."""
+    from benchmarks.campaign import collect
+
+    return collect
 
 
 def _workspace(tmp_path: Path, inv_epoch: int = 12) -> tuple[Path, dict[str, Path]]:

@@ -144,7 +144,7 @@ def test_train_step_profile_under_torchrun_reports_from_the_first_process_only(t
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "rate.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(DIAGNOSTICS / "train_step_profile.py"), "s4d-table-5", "Pathfinder", "S4D-Lin (suite data)",
+           "-m", "benchmarks.diagnostics.train_step_profile", "s4d-table-5", "Pathfinder", "S4D-Lin (suite data)",
            "--tier", "smoke", "--steps", "12", "--output", str(out)]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]

@@ -2,16 +2,12 @@
 the one-row path's peak against the packed path's and its own bound on a small case (CPU, seconds)."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("fftconv_live_memory",
-                                              ROOT / "benchmarks" / "diagnostics" / "fftconv_live_memory.py")
-live_memory = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(live_memory)
+from benchmarks.diagnostics import fftconv_live_memory as live_memory
 
 
 def test_counter_counts_each_storage_once_until_its_last_view_is_freed() -> None:

@@ -259,7 +259,7 @@ def _float32_paths_against_float64(names, one: list, two: list, exact: list) -> 
     its own way, up to 3.7e-5 (one node) and 4.5e-5 (two nodes) from float64 over 200 seeds of S4 with two channels,
     so the two float32 paths can differ by more than 1e-5 with neither at fault
     (results/diagnostics/one_node_float32_rounding_20261128T0702.log)."""
-    errors = {name: (_rel(a.double(), c), _rel(b.double(), c)) for name, a, b, c in zip(names, one, two, exact)}
+    errors = {name: (rel_error(a.double(), c), rel_error(b.double(), c)) for name, a, b, c in zip(names, one, two, exact)}
     worst = max(max(pair) for pair in errors.values())
     assert worst < FLOAT32_GRADIENT_TOL, f"(one node, two nodes) against float64: {errors}"
 
@@ -286,7 +286,7 @@ def one_node_float32_gradients(layer: SSMLayer, spectrum: bool, u: torch.Tensor,
         outputs.append(out.detach())
         if model is layer and one_node:  # the order of every path's gradients: u, then the trainable parameters
             names = ["input"] + [next(n for n, q in layer.named_parameters() if q is t) for t in trainable[1:]]
-    return (names, *grads, _rel(outputs[0], outputs[1]))
+    return (names, *grads, rel_error(outputs[0], outputs[1]))
 
 
 @pytest.mark.parametrize("mode,kwargs", [("s4d", {}), ("s4", {}), ("dss", {}), ("s4d", {"bidirectional": True}),
@@ -353,9 +353,9 @@ def test_one_node_path_on_cuda_matches_eager(mode, kwargs, spectrum, dtype, monk
         monkeypatch.setenv("SSM_KERNEL_GRAPHS", "0")
         y_ref = layer(x)
         ref = torch.autograd.grad(y_ref, [x, *params], g)
-        assert _rel(y, y_ref) < out_tol, f"call {call}: output {_rel(y, y_ref):.3g} from the eager one"
+        assert rel_error(y, y_ref) < out_tol, f"call {call}: output {rel_error(y, y_ref):.3g} from the eager one"
         if dtype == torch.float64:
-            errors = {name: _rel(a, b) for name, a, b in zip(("input", *names), grads, ref)}
+            errors = {name: rel_error(a, b) for name, a, b in zip(("input", *names), grads, ref)}
             assert max(errors.values()) < ONE_NODE_GRADIENT_TOL64, f"call {call}: gradients' relative errors {errors}"
         else:
             exact_layer = copy.deepcopy(layer).double()  # its own empty graph cache; graphs are off here
@@ -369,7 +369,7 @@ def test_one_node_path_on_cuda_matches_eager(mode, kwargs, spectrum, dtype, monk
         held.append((y, y_ref.detach()))
     assert captured(layer) == 1
     for y, y_ref in held:
-        assert _rel(y, y_ref) < out_tol
+        assert rel_error(y, y_ref) < out_tol
     monkeypatch.setenv("SSM_KERNEL_GRAPHS", "1")
     with torch.no_grad():
         plain = [layer(x) for _ in range(3)]  # two nodes, capture (forward only), replay
@@ -377,10 +377,10 @@ def test_one_node_path_on_cuda_matches_eager(mode, kwargs, spectrum, dtype, monk
     monkeypatch.setenv("SSM_KERNEL_GRAPHS", "0")
     with torch.no_grad():
         eager = layer(x)
-    assert all(_rel(y, eager) < out_tol for y in plain + [expected])
+    assert all(rel_error(y, eager) < out_tol for y in plain + [expected])
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+def rel_error(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.detach(), b.detach()
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 

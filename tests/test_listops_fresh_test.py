@@ -2,10 +2,8 @@
 table's own runner is rescored on its val / test splits (the numbers its training logged) and on fresh draws."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,15 +20,10 @@ SPEC, TIER, ROW = "s4-table-4", "smoke", "S4 (suite data)"
 
 
 def _script():
-    """The script as a module (registered in sys.modules while it runs: its dataclasses look themselves up there)."""
-    name = "listops_fresh_test_script"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ROOT / "benchmarks" / "diagnostics" / "listops_fresh_test.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """The diagnostic benchmarks/diagnostics/listops_fresh_test.py."""
+    from benchmarks.diagnostics import listops_fresh_test
+
+    return listops_fresh_test
 
 
 @pytest.fixture(scope="module")

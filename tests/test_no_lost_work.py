@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-import runners.execute.run as run_mod
 from runners.cli.main import main
 from runners.core import layout
 

@@ -3,11 +3,10 @@ and layer benchmarks and their tables (on the CPU with stand-ins for the officia
 and a layer with the official FFTConv's interface)."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _script(name: str):
-    """benchmarks/<name>.py imported as a module."""
-    spec = importlib.util.spec_from_file_location(f"{name}_sbs", REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    """benchmarks/<name>.py: the module benchmarks.<name>."""
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 def _bench():

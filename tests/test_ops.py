@@ -12,7 +12,6 @@ import importlib
 import importlib.util
 import json
 import math
-import sys
 import warnings
 from pathlib import Path
 
@@ -375,13 +374,8 @@ def test_triton_wrappers_reject_bad_arguments():
 
 def test_bench_kernels_quick(tmp_path):
     """The benchmark's --quick mode runs every section at toy sizes and writes JSON and a table."""
-    spec = importlib.util.spec_from_file_location("bench_kernels", REPO / "benchmarks" / "bench_kernels.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        sys.modules.pop(spec.name, None)
+    from benchmarks import bench_kernels as bench
+
     paths = bench.main(["--quick", "--out-dir", str(tmp_path)])
     record = json.loads(Path(paths["json"]).read_text())
     assert record["environment"]["device_name"]

@@ -3,25 +3,19 @@
 line."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from benchmarks.diagnostics import precision_ab
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "tasks.Pathfinder.train.epochs=3"
 
 
 def _script():
-    if "diagnostics_precision_ab" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("diagnostics_precision_ab",
-                                                      ROOT / "benchmarks" / "diagnostics" / "precision_ab.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["diagnostics_precision_ab"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["diagnostics_precision_ab"]
+    return precision_ab
 
 
 def _run(runs: Path, key: str, texts: list[str] | None, epochs: list[tuple[float, float]]) -> None:

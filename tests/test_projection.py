@@ -129,7 +129,7 @@ def test_the_report_table_puts_the_measured_hours_beside_the_projection(tmp_path
 def test_train_step_profile_writes_a_record_the_dry_run_reads(tmp_path):
     """The script's --record (CPU, smoke tier, a few steps): the record loads and serves the cell it measured."""
     env = {**os.environ, "SSM_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, str(REPO / "benchmarks/diagnostics/train_step_profile.py"), "s4d-table-5", "Pathfinder",
+    cmd = [sys.executable, "-m", "benchmarks.diagnostics.train_step_profile", "s4d-table-5", "Pathfinder",
            "S4D-Lin (suite data)", "--tier", "smoke", "--steps", "12", "--record", "--n-train", "640"]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

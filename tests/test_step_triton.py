@@ -190,7 +190,7 @@ def test_step_kernels_compile_to_vector_accesses_without_spills() -> None:
         pytest.skip("this triton build ships no ptxas")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, os.path.join("benchmarks", "diagnostics", "step_kernel_ptx.py")],
+    out = subprocess.run([sys.executable, "-m", "benchmarks.diagnostics.step_kernel_ptx"],
                          capture_output=True, text=True, env=env, cwd=root, check=True).stdout
     lines = [line for line in out.splitlines() if "warps" in line]
     assert len(lines) == 2, out

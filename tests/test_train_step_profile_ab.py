@@ -12,7 +12,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = "benchmarks/diagnostics/train_step_profile.py"
-SCRIPT = REPO / PROFILE
 
 
 @pytest.mark.parametrize("before", [None, "0", "keep me"])
@@ -42,7 +41,7 @@ def test_a_malformed_item_is_refused_by_name(script, item) -> None:
 def _run(*extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "SSM_STEP_GRAPHS"}
     env["PYTHONPATH"] = str(REPO)
-    cmd = [sys.executable, str(SCRIPT), "s4d-table-5", "Pathfinder", "S4D-Lin (suite data)", "--tier", "smoke",
+    cmd = [sys.executable, "-m", "benchmarks.diagnostics.train_step_profile", "s4d-table-5", "Pathfinder", "S4D-Lin (suite data)", "--tier", "smoke",
            "--steps", "12", "--rounds", "1", *extra]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 

@@ -1,6 +1,6 @@
 """CPU: bring one campaign call's pack home (what benchmarks/campaign/longrange.sh wrote into its OUTDIR).
 
-    python benchmarks/campaign/collect.py PARTS_DIR [--checkpoints checkpoints] [--results results] [--logs DIR]
+    python -m benchmarks.campaign.collect PARTS_DIR [--checkpoints checkpoints] [--results results] [--logs DIR]
 
 PARTS_DIR holds campaign.tar.part00, part01, ... Each packed checkpoint goes to
 ``<checkpoints>/<spec>/<folder>/<cell>/checkpoint.pt`` (checked against the pack's manifest, written atomically),
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
-import os
 import re
 import shutil
 import sys
@@ -23,12 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-sys.path.insert(0, os.getcwd())
-
-from runners.core.atomic import atomic_path  # noqa: E402
-from runners.execute.transfer import MANIFEST, TransferError, unpack  # noqa: E402
-from runners.store import ledger  # noqa: E402
-from runners.report.progress import progress_table, training_progress  # noqa: E402
+from runners.core.atomic import atomic_path
+from runners.execute.transfer import MANIFEST, TransferError, unpack
+from runners.report.progress import progress_table, training_progress
+from runners.store import ledger
 
 PART_GLOB = "campaign.tar.part*"
 PART_NAME = re.compile(r"campaign\.tar\.part(\d{2,})")  # what `split -d` names the parts: part00, part01, ...

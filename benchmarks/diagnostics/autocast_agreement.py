@@ -1,6 +1,6 @@
 """CPU or GPU: how far bf16 autocast moves the output and the gradients of an LRA model from float32's.
 
-    python benchmarks/diagnostics/autocast_agreement.py [--spec s4d-table-5] [--task Pathfinder] \
+    python -m benchmarks.diagnostics.autocast_agreement [--spec s4d-table-5] [--task Pathfinder] \
         [--rows 'S4-LegS (suite data)' 'S4D-Lin (suite data)'] [--batch 8] [--seed 0] [--device cpu|cuda] [--worst 5]
 
 Each row's model is built as the training table builds it at the full tier (``run --data suite``'s variant when the
@@ -13,18 +13,15 @@ kernel's CUDA graph.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Sequence
 
 import torch
 
-sys.path.insert(0, os.getcwd())
-
 from runners.core.errors import SpecError
-from runners.specs.selection import tier_config  # noqa: E402
-from runners.specs.spec import find_spec, load_spec  # noqa: E402
-from runners.train.table import TrainTableConfig  # noqa: E402
+from runners.specs.selection import tier_config
+from runners.specs.spec import find_spec, load_spec
+from runners.train.table import TrainTableConfig
 
 
 def build(spec_id: str, task: str, row: str) -> torch.nn.Module:

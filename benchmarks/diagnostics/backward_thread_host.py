@@ -9,21 +9,18 @@
    where the GPU work is negligible (H 128, B 2, L 64), then triton's do_bench medians at H, B, L = 128, 32, 1024;
    128, 8, 16384; 256, 32, 4096, in interleaved rounds.
 
-Run from the repository root: python benchmarks/diagnostics/backward_thread_host.py
+Run from the repository root: python -m benchmarks.diagnostics.backward_thread_host
 """
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 import time
 from typing import Callable
 
 import torch
 
-sys.path.insert(0, os.getcwd())
-from ssm_core import SSMLayer  # noqa: E402
-from ssm_core import fftconv  # noqa: E402
+from ssm_core import SSMLayer
+from ssm_core import fftconv
 
 DEVICE = torch.device("cuda")
 ONE_NODE = SSMLayer._replayed_conv

@@ -1,6 +1,6 @@
 """GPU: one cell's training step on one GPU against K GPUs under data parallelism, at the same global batch.
 
-    python benchmarks/diagnostics/ddp_step_ab.py s4d-table-6 Path-X S4D --gpus 4 --rounds 2 --steps 120 \\
+    python -m benchmarks.diagnostics.ddp_step_ab s4d-table-6 Path-X S4D --gpus 4 --rounds 2 --steps 120 \\
         --n-train 160000 --output ab.json
 
 Alternates, ``--rounds`` times, ``train_step_profile.py`` on the first GPU alone (the baseline) and the same under
@@ -14,8 +14,9 @@ of wall clock and in GPU-hours: K GPUs shorten the wall clock, not the GPU time.
 the rate is unaffected): its first process prints where the step's time goes, and the JSON keeps it.
 
 ``--baseline-tree DIR`` runs the one-GPU arm on the suite's code in DIR instead (an earlier commit's ``ssm_core``,
-``runners`` and specs, e.g. unpacked with ``git archive``), timed by this checkout's profiler: earlier code on one GPU
-against this code on K, in one call on one machine. Each run records the folder its ``runners`` package was imported
+``runners`` and specs, e.g. unpacked with ``git archive``), timed by this checkout's profiler (found behind DIR's own
+packages; a DIR with the ``benchmarks`` package times with its own): earlier code on one GPU against this code on K,
+in one call on one machine. Each run records the folder its ``runners`` package was imported
 from; a baseline run that imported another copy (an installed package takes precedence over DIR) is refused. The
 JSON names those folders relative to this checkout (DIR by its name where it lies outside), never by a path of the
 machine that ran them.
@@ -32,24 +33,23 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-sys.path.insert(0, os.getcwd())
-sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
+from tabulate import tabulate
 
-from tabulate import tabulate  # noqa: E402
-
-from full_step_rate import add_cell_arguments, cell_setup  # noqa: E402
-from train_step_profile import with_sets  # noqa: E402
-
-from runners.core.atomic import write_json_atomic  # noqa: E402
+from runners.core.atomic import write_json_atomic
 from runners.core.provenance import git_provenance, utc_now
 
-PROFILE = Path(__file__).resolve().with_name("train_step_profile.py")
+from .full_step_rate import add_cell_arguments, cell_setup
+from .train_step_profile import with_sets
+
+PROFILE = "benchmarks.diagnostics.train_step_profile"  # run as a module (``-m``), here or under torchrun
+#: this checkout: where the profiler is found when a run works in --baseline-tree (behind the tree's own packages)
+HERE = Path(__file__).resolve().parents[2]
 SYNC = "sync_batchnorm=true"
 
 
 def commands(args: argparse.Namespace, output: Path) -> list[str]:
-    """train_step_profile's command line for one run, without the launcher."""
-    cmd = [str(PROFILE), args.spec, args.task, args.row, "--tier", args.tier, "--steps", str(args.steps),
+    """train_step_profile's command line for one run, after the launcher (python or torchrun)."""
+    cmd = ["-m", PROFILE, args.spec, args.task, args.row, "--tier", args.tier, "--steps", str(args.steps),
            "--output", str(output)]
     for item in args.set:
         cmd += ["--set", item]
@@ -61,10 +61,14 @@ def launches(args: argparse.Namespace, folder: Path) -> list[tuple[str, dict, li
     ``rounds`` times. The one-GPU arm works in ``--baseline-tree`` when given, the K-GPU arm in this checkout."""
     here = Path.cwd()
     base = Path(args.baseline_tree) if args.baseline_tree else here
+    # in the tree, its own packages come first (the working folder of ``python -m``), this checkout's profiler next
+    tools = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))} \
+        if args.baseline_tree else {}
     out = []
     for round_ in range(1, args.rounds + 1):
         one = folder / f"one_gpu_r{round_}.json"
-        out.append(("one", {"CUDA_VISIBLE_DEVICES": "0"}, [sys.executable] + commands(args, one), one, base))
+        out.append(("one", {"CUDA_VISIBLE_DEVICES": "0", **tools}, [sys.executable] + commands(args, one), one,
+                    base))
         many = folder / f"{args.gpus}_gpus_r{round_}.json"
         visible = ",".join(str(i) for i in range(args.gpus))
         profile = ["--profile-steps", str(args.profile_steps)] if args.profile_steps and round_ == args.rounds else []

@@ -9,11 +9,10 @@ whose intermediates differ from the torch passes a CPU runs). The input, kernel,
 counted. Each path's median time of one forward + backward (triton's do_bench on a GPU, 3 calls on a CPU) and, on
 a GPU, the allocator's peak above what was allocated before the call are printed beside it.
 
-    python benchmarks/diagnostics/fftconv_live_memory.py [H ...]      (default: 128 256 512)
+    python -m benchmarks.diagnostics.fftconv_live_memory [H ...]      (default: 128 256 512)
 """
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from typing import Any
@@ -22,9 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-sys.path.insert(0, os.getcwd())
-from ssm_core import fftconv  # noqa: E402
-from runners.benchmark.common import bench_ms, peak_mib as allocator_peak_mib  # noqa: E402
+from ssm_core import fftconv
+from runners.benchmark.common import bench_ms, peak_mib as allocator_peak_mib
 
 MIB = 2 ** 20
 

@@ -1,6 +1,6 @@
 """GPU: training steps per second of one full-tier cell's model, and the GPU time its whole schedule needs.
 
-    python benchmarks/diagnostics/full_step_rate.py s4-table-4 Path-X S4 --n-train 160000 --batches 32,8
+    python -m benchmarks.diagnostics.full_step_rate s4-table-4 Path-X S4 --n-train 160000 --batches 32,8
 
 Builds the cell's model exactly as the training table does (model_defaults, the task's and the row's model
 settings) on random inputs of the task's shape (length, input size, vocabulary or real values, classes), and
@@ -13,20 +13,16 @@ The task shapes below are LRA's (ListOps padded to 2048 tokens; images as one va
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.getcwd())
-
-from runners.data.base import TaskData  # noqa: E402
-from runners.specs.selection import tier_config  # noqa: E402
-from runners.specs.spec import find_spec, load_spec  # noqa: E402
-from runners.train.config import TrainConfig  # noqa: E402
-from runners.train.table import build_model  # noqa: E402
-from ssm_core.optim import build_optimizer  # noqa: E402
+from runners.data.base import TaskData
+from runners.specs.selection import tier_config
+from runners.specs.spec import find_spec, load_spec
+from runners.train.config import TrainConfig
+from runners.train.table import build_model
+from ssm_core.optim import build_optimizer
 
 #: (length, input size, vocabulary (None: real values), classes) of the LRA tasks
 SHAPES = {"ListOps": (2048, 1, 20, 10), "Text": (4096, 1, 256, 2), "Image": (1024, 1, None, 10),

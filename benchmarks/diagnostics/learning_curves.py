@@ -1,6 +1,6 @@
 """CPU: learning curves of training cells in progress, from their metrics.jsonl, beside the papers' values.
 
-    python benchmarks/diagnostics/learning_curves.py \
+    python -m benchmarks.diagnostics.learning_curves \
         'runs/s4d-table-5/full/S4D-Lin_suite_data__Pathfinder/metrics.jsonl=s4d-table-5:S4D-Lin (suite data) / Pathfinder' \
         'runs/s4d-table-6/full/S4D_suite_data__Path-X/metrics.jsonl=s4d-table-6:S4D (suite data) / Path-X' \
         --out curves.png
@@ -20,18 +20,15 @@ training loss may average a handful of steps and its evaluation runs on BatchNor
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
-sys.path.insert(0, os.getcwd())
-
-import runners.train.plots  # noqa: E402,F401  (registers the plot)
-from runners.report.progress import SET_MARK, cell_of, read_overrides  # noqa: E402
-from runners.specs.expected import expected_path, load_expected  # noqa: E402
-from runners.specs.registry import PLOTS  # noqa: E402
-from runners.train.loop import read_metrics  # noqa: E402
+import runners.train.plots  # noqa: F401  (registers the plot)
+from runners.report.progress import SET_MARK, cell_of, read_overrides
+from runners.specs.expected import expected_path, load_expected
+from runners.specs.registry import PLOTS
+from runners.train.loop import read_metrics
 
 
 class UsageError(ValueError):

@@ -1,6 +1,6 @@
 """GPU or CPU: how much a trained ListOps model's accuracy depends on which test set of the same size scores it.
 
-    python benchmarks/diagnostics/listops_fresh_test.py \
+    python -m benchmarks.diagnostics.listops_fresh_test \
         runs/s4d-table-5/full/S4D-LegS_suite_data__ListOps/checkpoint.pt [--spec s4d-table-5] [--tier full] \
         [--row 'S4D-LegS (suite data)'] [--draws 5] [--n 2000] [--device cpu|cuda] [--batch 50]
 
@@ -42,23 +42,21 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
-sys.path.insert(0, os.getcwd())
-
-from runners.core.errors import SpecError  # noqa: E402
-from runners.data.base import TaskData, data_root  # noqa: E402
-from runners.data.lra.layout import LISTOPS_SPLIT_FILES  # noqa: E402
-from runners.data.lra.listops import read_listops_tsv  # noqa: E402
-from runners.data.lra.listops_gen import generate_listops  # noqa: E402
-from runners.data.progress_bar import progress_bar  # noqa: E402
-from runners.data.registry import LOADERS  # noqa: E402
-from runners.specs.registry import RunContext  # noqa: E402
+from runners.core.errors import SpecError
+from runners.data.base import TaskData, data_root
+from runners.data.lra.layout import LISTOPS_SPLIT_FILES
+from runners.data.lra.listops import read_listops_tsv
+from runners.data.lra.listops_gen import generate_listops
+from runners.data.progress_bar import progress_bar
+from runners.data.registry import LOADERS
+from runners.specs.registry import RunContext
 from runners.specs.selection import tier_config
-from runners.specs.spec import TIERS, Spec, find_spec, load_spec, work_dir_for  # noqa: E402
-from runners.train import checkpoint as ckpt_io  # noqa: E402
-from runners.train.config import RESUMABLE_FIELDS, TrainConfig  # noqa: E402
-from runners.train.distributed import DistInfo  # noqa: E402
-from runners.train.loop import _task_signature, autocast_dtype, evaluate  # noqa: E402
-from runners.train.table import build_model, cell_path, data_work_dir, prepare_data, with_pad_id  # noqa: E402
+from runners.specs.spec import TIERS, Spec, find_spec, load_spec, work_dir_for
+from runners.train import checkpoint as ckpt_io
+from runners.train.config import RESUMABLE_FIELDS, TrainConfig
+from runners.train.distributed import DistInfo
+from runners.train.loop import autocast_dtype, evaluate, task_signature
+from runners.train.table import build_model, cell_path, data_work_dir, prepare_data, with_pad_id
 
 #: fresh draw k (1-based) uses generator seed FRESH_SEED_BASE + k, far from the seeds the specs train on (0)
 FRESH_SEED_BASE = 1_000_000
@@ -199,7 +197,7 @@ def cell_model(cell: CellSetup, task: TaskData, ckpt: dict, cfg: TrainConfig, ch
     model = build_model(arch, kwargs, task)
     try:  # the check the training loop makes before it resumes a checkpoint
         ckpt_io.check_compatible(ckpt, checkpoint, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
-                                 model_config={"arch": arch, **kwargs}, task=_task_signature(task),
+                                 model_config={"arch": arch, **kwargs}, task=task_signature(task),
                                  shapes=ckpt_io.model_shapes(model), config_defaults=TrainConfig.field_defaults(),
                                  advice="Pass the --spec / --tier / --row of the cell that trained it.")
     except ckpt_io.CheckpointMismatch as exc:

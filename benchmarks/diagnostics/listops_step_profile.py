@@ -5,7 +5,6 @@ from pathlib import Path
 import torch
 DEV = 'cuda' if torch.cuda.is_available() else 'cpu'
 W, N = (10, 20) if DEV == 'cuda' else (1, 2)
-sys.path.insert(0, os.getcwd())
 from runners.data.registry import PREPARERS, LOADERS
 from runners.train.table import build_model
 from ssm_core.optim import build_optimizer

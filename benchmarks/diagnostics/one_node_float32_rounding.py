@@ -1,7 +1,7 @@
 """CPU: how far the S4 layer's one-node path (kernel and FFT convolution in one autograd node) and its two-node path
 round each float32 gradient apart, and how far each lies from the float64 gradients.
 
-    python benchmarks/diagnostics/one_node_float32_rounding.py --seeds 200 [--mode s4 --channels 2 --output linear]
+    python -m benchmarks.diagnostics.one_node_float32_rounding --seeds 200 [--mode s4 --channels 2 --output linear]
         [--kernel]
 
 Per seed: a float32 layer (H 16) and its float64 copy, input (3, 16, 200) and output gradient drawn from the seed,
@@ -14,35 +14,21 @@ two float32 outputs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
-sys.path.insert(0, os.getcwd())
+import torch
+from tabulate import tabulate
 
-import torch  # noqa: E402
-from tabulate import tabulate  # noqa: E402
+from ssm_core import SSMLayer
+from tests.test_layers import one_node_float32_gradients, rel_error
 
-from ssm_core import SSMLayer  # noqa: E402
-
-TESTS = Path(__file__).resolve().parents[2] / "tests" / "test_layers.py"
 FLAG = 1e-5  # the float32 one-path-against-the-other tolerance the GPU test held before
-
-
-def measuring_module():
-    """tests/test_layers.py as a module: its stand-in graphs and its one_node_float32_gradients."""
-    spec = importlib.util.spec_from_file_location("layer_tests", TESTS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def measure(seeds: int, layer_kwargs: dict, spectrum: bool) -> tuple[list[list], float]:
     """(a row per gradient: name, one vs two max, seeds over FLAG, one vs float64 max, two vs float64 max; the
     largest relative difference of the two float32 outputs) over seeds 0 .. seeds - 1."""
-    tests = measuring_module()
     worst: dict[str, list[float]] = {}
     flagged: dict[str, int] = {}
     output = 0.0
@@ -51,10 +37,10 @@ def measure(seeds: int, layer_kwargs: dict, spectrum: bool) -> tuple[list[list],
         layer = SSMLayer(16, 16, transposed=True, backend="torch", **layer_kwargs)
         u = torch.randn(3, 16, 200)  # (B, H, L)
         g = torch.randn(3, layer.channels, 16, 200, dtype=torch.float64)  # (B, C, H, L)
-        names, one, two, exact, out_rel = tests.one_node_float32_gradients(layer, spectrum, u, g)
+        names, one, two, exact, out_rel = one_node_float32_gradients(layer, spectrum, u, g)
         output = max(output, out_rel)
         for name, a, b, c in zip(names, one, two, exact):
-            errors = [tests._rel(a, b), tests._rel(a.double(), c), tests._rel(b.double(), c)]
+            errors = [rel_error(a, b), rel_error(a.double(), c), rel_error(b.double(), c)]
             worst[name] = [max(x, y) for x, y in zip(worst.get(name, [0.0] * 3), errors)]
             flagged[name] = flagged.get(name, 0) + (errors[0] > FLAG)
     rows = [[name, f"{w[0]:.2e}", flagged[name], f"{w[1]:.2e}", f"{w[2]:.2e}"] for name, w in worst.items()]

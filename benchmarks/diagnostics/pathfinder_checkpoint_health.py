@@ -1,6 +1,6 @@
 """CPU or GPU: is a Pathfinder / Path-X checkpoint's model healthy, and do its BatchNorm running statistics fit it?
 
-    python benchmarks/diagnostics/pathfinder_checkpoint_health.py CHECKPOINT [CHECKPOINT ...] \
+    python -m benchmarks.diagnostics.pathfinder_checkpoint_health CHECKPOINT [CHECKPOINT ...] \
         [--n 960] [--seed 5] [--stats-n 256] [--batch 64] [--normalize] [--device cpu|cuda]
 
 Each checkpoint (a training cell's ``checkpoint.pt``, loaded with ``weights_only=True``) is rebuilt as the training
@@ -39,13 +39,11 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-sys.path.insert(0, os.getcwd())
-
-from runners.data.base import TaskData  # noqa: E402
-from runners.data.lra.pathfinder import PIXEL_VALUES, load_pathfinder  # noqa: E402
-from runners.data.lra.pathfinder_gen import generate_pathfinder  # noqa: E402
-from runners.train.table import build_model  # noqa: E402
-from ssm_core.optim import build_optimizer  # noqa: E402
+from runners.data.base import TaskData
+from runners.data.lra.pathfinder import PIXEL_VALUES, load_pathfinder
+from runners.data.lra.pathfinder_gen import generate_pathfinder
+from runners.train.table import build_model
+from ssm_core.optim import build_optimizer
 
 
 class UsageError(ValueError):

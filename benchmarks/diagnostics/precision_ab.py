@@ -1,6 +1,6 @@
 """CPU: the accuracy side of a training-step A/B, from the runs' metrics (e.g. benchmarks/campaign/precision_ab.txt).
 
-    python benchmarks/diagnostics/precision_ab.py RUNS --marker tasks.Pathfinder.train.epochs=3 [--spec s4d-table-5]
+    python -m benchmarks.diagnostics.precision_ab RUNS --marker tasks.Pathfinder.train.epochs=3 [--spec s4d-table-5]
 
 RUNS is a runs folder (``runs/``, ``checkpoints/`` or a campaign call's ``logs/runs/runs/``). Every ``--set`` folder of
 the spec whose overrides.json holds ``--marker`` is one run: its arm is what else it sets (``seed=N`` and
@@ -13,18 +13,15 @@ default the one that sets nothing else: the spec's own setting) beside the refer
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from statistics import mean
 from typing import Optional, Sequence
 
-sys.path.insert(0, os.getcwd())
+from tabulate import tabulate
 
-from tabulate import tabulate  # noqa: E402
-
-from runners.report.progress import SET_MARK, read_overrides  # noqa: E402
-from runners.train.loop import best_validation, read_metrics  # noqa: E402
+from runners.report.progress import SET_MARK, read_overrides
+from runners.train.loop import best_validation, read_metrics
 
 IGNORED = ("seed=", "device_data=")  # keys that name a run rather than its arm
 

@@ -12,7 +12,7 @@ With ``--official PATH`` (a checkout of state-spaces/s4; its CUDA extension is b
 also counts the official FFTConv (DPLR kernel, GELU, d_state H / 2, no output projection) and our layer with the
 same scope (output 'none', (B, H, L) input) the same way, at batch 1, length 1024: the Table 2 count of each.
 
-    python benchmarks/diagnostics/s4_layer_memory.py [H ...] [--official PATH]      (default: 128 256 512)
+    python -m benchmarks.diagnostics.s4_layer_memory [H ...] [--official PATH]      (default: 128 256 512)
 """
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, os.getcwd())
-from ssm_core import SSMLayer  # noqa: E402
+from ssm_core import SSMLayer
 
 MIB = 2 ** 20
 

@@ -1,6 +1,6 @@
 """CPU: the step-level learning curves of training runs, from their steps.jsonl (runners/train/step_log.py).
 
-    python benchmarks/diagnostics/step_curves.py --runs checkpoints --out steps.png [--from-epoch 60] [--since REV]
+    python -m benchmarks.diagnostics.step_curves --runs checkpoints --out steps.png [--from-epoch 60] [--since REV]
 
 One row of two panels per run that has a steps.jsonl under ``--runs`` (``<spec>/<folder>/<cell>/steps.jsonl``: a
 runs folder, ``checkpoints/``, or a campaign call's ``logs/runs/runs/``): the training loss of each window of steps,
@@ -21,24 +21,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
-sys.path.insert(0, os.getcwd())
-
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from tabulate import tabulate  # noqa: E402
+from tabulate import tabulate
 
-from runners.core.atomic import atomic_path  # noqa: E402
-from runners.train.step_log import STEPS_NAME  # noqa: E402
+from runners.core.atomic import atomic_path
+from runners.train.step_log import STEPS_NAME
 
 
 class UsageError(ValueError):

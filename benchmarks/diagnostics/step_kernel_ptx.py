@@ -3,10 +3,10 @@ full tier's Table 7 size (pointers and H, N divisible by 16; one output channel,
 bundled ptxas, and print for the diagonal step and the DPLR step (diagonal plus rank one) and each warp count:
 registers, spill bytes, shared memory, and the global loads / stores with how many are 128-bit vectors.
 
-    python benchmarks/diagnostics/step_kernel_ptx.py [--module path/to/step_triton.py] [--warps 4,8]
+    python -m benchmarks.diagnostics.step_kernel_ptx [--module path/to/step_triton.py] [--warps 4,8]
 
 A static check of the code the GPU will run (vector width, spills), not a timing: step_kernel_rate.py times it.
-The blocks are the ones the module picks for each step at batch 3584, H 512, N/2 32 (its ``_blocks``), and the
+The blocks are the ones the module picks for each step at batch 3584, H 512, N/2 32 (its ``launch_blocks``), and the
 warps default to its ``BLOCKS``. --module compiles another copy of the module with the same kernel (e.g. an edited
 one).
 """
@@ -23,7 +23,6 @@ import tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 
-sys.path.insert(0, os.getcwd())
 
 #: (batch, features, modes) of the full tier's Table 7 setting
 SIZE = (3584, 512, 32)
@@ -72,12 +71,12 @@ def main() -> None:
     module = _load(args.module)
     print(f"{args.module}, triton {triton.__version__}, target sm_90", flush=True)
     for name, rank1 in (("diag", False), ("dplr", True)):
-        rows, block_h, block_n = module._blocks(*SIZE, name)
+        rows, block_h, block_n = module.launch_blocks(*SIZE, name)
         _, _, default_warps, stages = module.BLOCKS[name]
         blocks = {"CHANNELS": 1, "RANK1": rank1, "HAS_SKIP": True, "ROWS": rows, "BLOCK_H": block_h,
                   "BLOCK_N": block_n, "STAGES": stages}
         for warps in ([int(w) for w in args.warps.split(",")] if args.warps else [default_warps]):
-            print(f"{name}: " + _compile(module._step_kernel, blocks, warps, ptxas), flush=True)
+            print(f"{name}: " + _compile(module.step_kernel, blocks, warps, ptxas), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,8 @@
 """GPU: time of one recurrent step of an S4D (diagonal) and an S4 (rank-1 DPLR) kernel at the generation budget's
 sizes, the fused Triton step under several block settings beside the torch step, and the state bandwidth it reaches.
 
-    python benchmarks/diagnostics/step_kernel_rate.py
-    TRITON_INTERPRET=1 python benchmarks/diagnostics/step_kernel_rate.py --device cpu   # a check of the script
+    python -m benchmarks.diagnostics.step_kernel_rate
+    TRITON_INTERPRET=1 python -m benchmarks.diagnostics.step_kernel_rate --device cpu   # a check of the script
 
 Each row: the step of a batch of states in place (``step(u, x, out=x)``), timed with triton.testing.do_bench
 (median of its repeats), and GB/s = bytes of the state read and written (2 x B x H x N/2 x 8) / time; the
@@ -13,16 +13,12 @@ each program steps in turn, warps, pipeline stages of its loop over the rows).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.getcwd())
-
-from ssm_core.kernels.diag import DiagKernel  # noqa: E402
-from ssm_core.kernels.dplr import DPLRKernel  # noqa: E402
-from ssm_core.ops import step_triton  # noqa: E402
+from ssm_core.kernels.diag import DiagKernel
+from ssm_core.kernels.dplr import DPLRKernel
+from ssm_core.ops import step_triton
 
 #: (features x modes, rows, warps, stages) per program; each step's default (step_triton.BLOCKS) is timed too
 SETTINGS = [(2048, 4, 4, 3), (2048, 8, 4, 3), (2048, 16, 4, 3), (2048, 4, 4, 1), (2048, 4, 4, 2), (2048, 1, 4, 1),

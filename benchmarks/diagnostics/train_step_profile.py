@@ -1,6 +1,6 @@
 """GPU: where one full-configuration training step's time goes, and the training loop's step rate.
 
-    python benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 60 --profile-steps 8 \\
+    python -m benchmarks.diagnostics.train_step_profile s4d-table-6 Path-X S4D --steps 60 --profile-steps 8 \\
         --output profile.json
 
 Builds the cell's model as the training table does (``full_step_rate.cell_setup``) and trains it with the suite's
@@ -21,7 +21,7 @@ A same-process A/B: ``--candidate KEY=VALUE`` (repeatable) also times the cell w
 loop on the same data); each rate is printed, then the median of each and the candidate's step time against the
 baseline's. With ``--profile-steps`` both are profiled. E.g. the bf16 residual stream against today's bf16 step:
 
-    python benchmarks/diagnostics/train_step_profile.py s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
+    python -m benchmarks.diagnostics.train_step_profile s4d-table-6 Path-X S4D --steps 80 --rounds 2 \
         --candidate amp=bf16_stream --profile-steps 6 --output ab.json
 
 ``--candidate-env NAME=VALUE`` (repeatable) sets an environment variable for the candidate's runs only (restored
@@ -45,7 +45,6 @@ import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -55,21 +54,18 @@ from typing import Optional
 import torch
 import yaml
 
-sys.path.insert(0, os.getcwd())
-sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
-
-from full_step_rate import SHAPES, add_cell_arguments, cell_setup  # noqa: E402
-
-from runners.core.atomic import write_json_atomic  # noqa: E402
+from runners.core.atomic import write_json_atomic
 from runners.core.layout import RESULTS_DIR
 from runners.core.provenance import git_provenance, utc_now
-from runners.data.base import TaskData  # noqa: E402
-from runners.data.lra.common import ImageSequenceDataset, stack_collate  # noqa: E402
-from runners.specs.selection import tier_config  # noqa: E402
-from runners.specs.spec import find_spec, load_spec  # noqa: E402
-from runners.train.config import TrainConfig  # noqa: E402
-from runners.train.loop import train  # noqa: E402
-from runners.train.table import unit_cells  # noqa: E402
+from runners.data.base import TaskData
+from runners.data.lra.common import ImageSequenceDataset, stack_collate
+from runners.specs.selection import tier_config
+from runners.specs.spec import find_spec, load_spec
+from runners.train.config import TrainConfig
+from runners.train.loop import train
+from runners.train.table import unit_cells
+
+from .full_step_rate import SHAPES, add_cell_arguments, cell_setup
 
 #: (part, pattern on a kernel's name or on the names of the CPU ops around its launch), first match wins; the
 #: kernel's own name is tried first, then its launching op and that op's parents, innermost first

@@ -1,6 +1,6 @@
 """CPU: how often a run's validation falls below its neighbours, by how far its learning rate has come down.
 
-    python benchmarks/diagnostics/validation_dips.py --runs checkpoints [--below 2 5] [--output dips.json]
+    python -m benchmarks.diagnostics.validation_dips --runs checkpoints [--below 2 5] [--output dips.json]
 
 For every complete epoch with NEIGHBOURS complete epochs on each side, its drop is the median validation of those
 2 x NEIGHBOURS epochs minus its own (a steady rise or fall on both sides gives a drop near 0, so a run still
@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
 from typing import Sequence
 
-sys.path.insert(0, os.getcwd())
-sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
+from tabulate import tabulate
 
-from tabulate import tabulate  # noqa: E402
+from runners.core.atomic import write_text_atomic
 
-from learning_curves import UsageError, labelled, parse_entry, read_history, runs_entries  # noqa: E402
-from runners.core.atomic import write_text_atomic  # noqa: E402
+from .learning_curves import UsageError, labelled, parse_entry, read_history, runs_entries
 
 NEIGHBOURS = 3
 BANDS = ((0.75, "1-0.75"), (0.5, "0.75-0.5"), (0.25, "0.5-0.25"), (0.0, "0.25-0"))

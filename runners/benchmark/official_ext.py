@@ -17,6 +17,7 @@ Calling conventions (both products on conjugate-pair halves, complex64, CUDA):
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import subprocess
 import sys
@@ -97,6 +98,23 @@ def _import_file(name: str, path: Path) -> ModuleType:
     return module
 
 
+def _checkout_package(name: str, checkout: Path) -> ModuleType:
+    """The checkout's top-level package ``name`` (its folder, with or without an __init__.py) as ``import name`` finds
+    it from now on: registered by its own location, so the checkout's imports resolve inside it without the
+    checkout on sys.path."""
+    folder = Path(checkout).resolve() / name
+    init = folder / "__init__.py"
+    spec = (importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(folder)])
+            if init.is_file() else importlib.machinery.ModuleSpec(name, None, is_package=True))
+    if spec.submodule_search_locations is not None and str(folder) not in spec.submodule_search_locations:
+        spec.submodule_search_locations.append(str(folder))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    if spec.loader is not None:
+        spec.loader.exec_module(module)
+    return module
+
+
 def load_official(checkout: Path, build_dir: Path) -> OfficialProducts:
     """Build the checkout's extension into ``build_dir`` and return its products (see the module docstring)."""
     import torch
@@ -138,9 +156,7 @@ def load_official_layer(checkout: Path, build_dir: Path) -> ModuleType:
         check_checkout(checkout)  # names a wrong path first
         raise OfficialExtensionError(f"OFFICIAL_S4={checkout}: missing {LAYER_FILE} (the official FFTConv layer)")
     load_official(checkout, build_dir)
-    root = str(checkout.resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)  # the layer imports extensions.kernels.cauchy / .vandermonde from the root
+    _checkout_package("extensions", checkout)  # the layer imports extensions.kernels.cauchy / .vandermonde
     module = _import_file("official_s4_layer", checkout / LAYER_FILE)
     if not getattr(module, "has_cuda_extension", False):
         raise OfficialExtensionError(f"{checkout / LAYER_FILE} did not find the CUDA extension it was built with "

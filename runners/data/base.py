@@ -41,6 +41,19 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
     return Path(value)
 
 
+def shown_path(path: Path) -> str:
+    """A data folder as a results file may record it, never by a machine's absolute path: under the data directory
+    ``$DATA_PATH/<relative>``, under the current folder its relative path, else ``<the folder's name>``."""
+    path = Path(path)
+    for base, shown in ((data_root(), "$DATA_PATH"), (Path.cwd(), ".")):
+        try:
+            relative = path.resolve().relative_to(Path(base).resolve())
+        except ValueError:
+            continue
+        return f"{shown}/{relative.as_posix()}" if relative.parts else shown
+    return f"<{path.name}>"
+
+
 @dataclass
 class TaskData:
     """Splits of one task plus what a model needs to know about its inputs and outputs.

@@ -47,7 +47,7 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -64,7 +64,9 @@ from runners.data.base import TaskData
 from ssm_core.blocks import SequenceModel, residual_stream, sync_batch_norms
 from ssm_core.optim import build_optimizer
 
-from . import checkpoint as ckpt_io, distributed as dist_io, step_graph
+from . import checkpoint as ckpt_io
+from . import distributed as dist_io
+from . import step_graph
 from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
 from .schedule import LRSchedule
 from .step_log import StepLog, gradient_norm
@@ -122,182 +124,144 @@ def train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, r
                   on_step, deadline, logs)
 
 
-def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: torch.device, show: bool,
-           info: dist_io.DistInfo, monitor: str, model_config: Optional[dict],
+def _train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, run_dir: Path, device: torch.device,
+           show: bool, info: dist_io.DistInfo, monitor: str, model_config: Optional[dict],
            on_step: Optional[Callable[[int, int], None]], deadline: Optional[float],
            logs: Sequence[str] = ()) -> TrainResult:
-    world, rank, main = info.world_size, info.rank, info.is_main
-    per_rank, micro, steps_per_epoch = batch_plan(task, cfg, world)
+    run = _Training(model_fn, task, cfg, run_dir, device, info, monitor, model_config, logs, show)
+    run.resume()
+    stop_reason = "max_minutes" if run.budget_spent() else "completed"
+    while run.epoch < cfg.epochs and stop_reason == "completed":
+        stop_reason = run.train_epoch(on_step, deadline)
+        run.end_epoch()
+    return run.finish(stop_reason)
 
-    # ---- model, optimizer, schedule (every rank builds the same initial model)
-    _seed_everything(cfg.seed)
-    model = model_fn().to(device)
-    if cfg.sync_batchnorm and world > 1:
-        if device.type != "cuda":
-            raise ValueError(f"TrainConfig.sync_batchnorm = True needs CUDA devices under data parallelism (this run "
-                             f"trains on {device.type} in {world} processes); set it to false")
-        sync_batch_norms(model)
-    if rank > 0:  # different dropout masks per process
-        _seed_everything(cfg.seed + 1_000_003 * rank)
-    check_amp(model, cfg)
-    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas,
-                                decay_1d=cfg.weight_decay_1d)
-    LRSchedule.init_groups(optimizer)
-    schedule = LRSchedule(cfg, steps_per_epoch, monitor)
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
-    amp_dtype, stream = autocast_dtype(cfg), stream_dtype(cfg)
-    use_step_graph = step_graph.requested()
-    if use_step_graph and (why := step_graph.refusal(device, world, cfg.grad_accum, task.dual, cfg.amp)):
-        raise ValueError(f"{step_graph.ENV_VAR}=1 asks for the training step from CUDA graphs, but {why}; "
-                         f"unset it or set {step_graph.ENV_VAR}=0 to train eagerly")
-    graphed: Optional[step_graph.GraphedForward] = None  # captured at this call's first step
 
-    # ---- state, fresh or from the checkpoint
-    epoch, step, global_step = 0, 0, 0  # epochs finished, steps done in the current epoch, steps done
-    accum = torch.zeros(4, dtype=torch.float64, device=device)  # train sums: loss*n, correct|SE, n, elements
-    history: list[dict] = []
-    partial: Optional[dict] = None  # evaluation of an epoch cut short by max_minutes
-    elapsed_before, epoch_seconds_before = 0.0, 0.0  # wall time of earlier runs (budget, epoch timing)
-    measured_before: Optional[dict] = None  # speed and memory measured by the run that saved the checkpoint
-    segments: list[dict] = []  # code of the calls that trained it (see code_segments)
-    step_lines: list[dict] = []  # the step log's windows (steps.jsonl)
-    ckpt_path = run_dir / ckpt_io.CHECKPOINT_NAME
-    task_sig = _task_signature(task)
-    if ckpt_path.exists():
-        ckpt = ckpt_io.load(ckpt_path)
-        ckpt_io.check_compatible(ckpt, ckpt_path, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
-                                 model_config=model_config, task=task_sig, shapes=ckpt_io.model_shapes(model),
-                                 config_defaults=TrainConfig.field_defaults())
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        schedule.load_state_dict(ckpt["schedule"])
-        scaler.load_state_dict(ckpt["scaler"])
-        epoch, step, global_step = ckpt["epoch"], ckpt["step"], ckpt["global_step"]
-        if main:  # the saved sums are global; the other ranks start theirs from zero
-            accum.copy_(ckpt["accum"])
-        history, partial = list(ckpt["history"]), ckpt["partial"]
-        elapsed_before, epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
-        measured_before = ckpt.get("measured")
-        segments = list(ckpt.get("segments", [{"git_commit": None, "from_global_step": 0}]))
-        step_lines = list(ckpt.get("steps_log", []))  # none in a checkpoint from before the step log
-        if ckpt["world_size"] == world:
-            ckpt_io.set_rng_state(ckpt["rng"][rank], device)
-        else:
-            warnings.warn(f"{ckpt_path}: saved with {ckpt['world_size']} processes, resumed with {world}; "
-                          "data order is unchanged but random states (dropout) are reseeded")
-            _seed_everything(cfg.seed + 7919 * global_step + 1_000_003 * rank)
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _rewrite_jsonl(run_dir / "metrics.jsonl", history + ([partial] if partial else []))
-    step_log = StepLog(run_dir, cfg.log_every_steps, step_lines, accum, write=main)
-    epoch_log = EpochLog(run_dir, logs if main else (), task.task_type, next_epoch=len(history) + 1)
+class _Training:
+    """One call of :func:`train`: the model, its optimizer and schedule, where training stands (epoch, step, the
+    epoch's running sums, the history) and this call's clocks. Read top to bottom: :meth:`resume`,
+    :meth:`train_epoch` (with :meth:`step`), :meth:`end_epoch`, :meth:`finish`."""
 
-    net: nn.Module = DDP(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else model
-    budget_s = cfg.max_minutes * 60 if cfg.max_minutes is not None else math.inf
-    t_clock: Optional[float] = None  # start of this call's budget clock (set after its first step)
-    steps_this_call, train_seconds, save_seconds = 0, 0.0, 0.0  # this call's steps and their time
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    def __init__(self, model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, run_dir: Path,
+                 device: torch.device, info: dist_io.DistInfo, monitor: str, model_config: Optional[dict],
+                 logs: Sequence[str], show: bool) -> None:
+        self.task, self.cfg, self.run_dir, self.device, self.info = task, cfg, run_dir, device, info
+        self.monitor, self.model_config, self.logs, self.show = monitor, model_config, logs, show
+        world, rank = info.world_size, info.rank
+        self.per_rank, self.micro, self.steps_per_epoch = batch_plan(task, cfg, world)
+        # ---- model, optimizer, schedule (every rank builds the same initial model)
+        _seed_everything(cfg.seed)
+        self.model = model_fn().to(device)
+        if cfg.sync_batchnorm and world > 1:
+            if device.type != "cuda":
+                raise ValueError(f"TrainConfig.sync_batchnorm = True needs CUDA devices under data parallelism (this "
+                                 f"run trains on {device.type} in {world} processes); set it to false")
+            sync_batch_norms(self.model)
+        if rank > 0:  # different dropout masks per process
+            _seed_everything(cfg.seed + 1_000_003 * rank)
+        check_amp(self.model, cfg)
+        self.n_params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas,
+                                         decay_1d=cfg.weight_decay_1d)
+        LRSchedule.init_groups(self.optimizer)
+        self.schedule = LRSchedule(cfg, self.steps_per_epoch, monitor)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp == "fp16")
+        self.amp_dtype, self.stream = autocast_dtype(cfg), stream_dtype(cfg)
+        self.use_step_graph = step_graph.requested()
+        if self.use_step_graph and (why := step_graph.refusal(device, world, cfg.grad_accum, task.dual, cfg.amp)):
+            raise ValueError(f"{step_graph.ENV_VAR}=1 asks for the training step from CUDA graphs, but {why}; "
+                             f"unset it or set {step_graph.ENV_VAR}=0 to train eagerly")
+        self.graphed: Optional[step_graph.GraphedForward] = None  # captured at this call's first step
+        # ---- where training stands (fresh; resume() reads a checkpoint's)
+        self.epoch, self.step, self.global_step = 0, 0, 0  # epochs finished, steps of the current epoch, steps done
+        self.accum = torch.zeros(4, dtype=torch.float64, device=device)  # train sums: loss*n, correct|SE, n, elements
+        self.history: list[dict] = []
+        self.partial: Optional[dict] = None  # evaluation of an epoch cut short by max_minutes
+        self.elapsed_before, self.epoch_seconds_before = 0.0, 0.0  # wall time of earlier runs (budget, epoch timing)
+        self.measured_before: Optional[dict] = None  # speed and memory measured by the run that saved the checkpoint
+        self.segments: list[dict] = []  # code of the calls that trained it (see code_segments)
+        self.ckpt_path = run_dir / ckpt_io.CHECKPOINT_NAME
+        self.task_sig = task_signature(task)
+        # ---- this call's clocks
+        self.budget_s = cfg.max_minutes * 60 if cfg.max_minutes is not None else math.inf
+        self.t_clock: Optional[float] = None  # start of this call's budget clock (set after its first step)
+        self.t_epoch = time.perf_counter()  # start of the current epoch (or of its part in this call)
+        self.steps_this_call, self.train_seconds, self.save_seconds = 0, 0.0, 0.0  # this call's steps, their time
+        self.lr_factor = 1.0
 
-    def close_window() -> None:
-        # the step log's open window as one line, at the step where training stands (collective under DDP)
-        step_log.flush(accum, global_step, epoch + 1, cfg.lr * lr_factor, info)
-
-    def elapsed() -> float:
-        # budget clock: this call's time after its first step (start-up costs excluded, see the module docstring)
-        return elapsed_before + (time.perf_counter() - t_clock if t_clock is not None else 0.0)
-
-    def measured() -> dict:
-        """Steps/s and CUDA peak memory of this call's training (collective: every rank); kept in the checkpoint,
-        so that a later call that trains no step (a finished cell resumed) reports what the training measured."""
-        if steps_this_call == 0:
-            return measured_before or {"steps_per_second": None, "peak_memory_mb": None}
-        peak = (max(dist_io.gather_objects(torch.cuda.max_memory_allocated(device) / 2**20, info))
-                if device.type == "cuda" else None)
-        return {"steps_per_second": steps_this_call / train_seconds if train_seconds > 0 else None,
-                "peak_memory_mb": peak, "cells_per_gpu": int(os.environ.get(CELLS_PER_GPU_ENV, "1"))}
-
-    saved_elapsed = elapsed_before  # the training clock as the last checkpoint recorded it (the result reports it)
-
-    def save(partial_entry: Optional[dict]) -> None:
-        nonlocal save_seconds, saved_elapsed
-        t_save = time.perf_counter()
-        speed_memory = measured()
-        saved_elapsed = elapsed()
-        rng = dist_io.gather_objects(ckpt_io.rng_state(device), info)  # collective: every rank
-        sums = dist_io.all_reduce_sum(accum.clone(), info)
+    # ------------------------------------------------------------------------------------------ resume
+    def resume(self) -> None:
+        """Continue from ``run_dir/checkpoint.pt`` where there is one (refusing one made by another config), then
+        open the logs: metrics.jsonl rewritten to the checkpoint's history, the step log, the epoch log."""
+        cfg, info, device, main = self.cfg, self.info, self.device, self.info.is_main
+        step_lines: list[dict] = []  # the step log's windows (steps.jsonl)
+        if self.ckpt_path.exists():
+            ckpt = ckpt_io.load(self.ckpt_path)
+            ckpt_io.check_compatible(ckpt, self.ckpt_path, config=cfg.to_dict(), resumable=RESUMABLE_FIELDS,
+                                     model_config=self.model_config, task=self.task_sig,
+                                     shapes=ckpt_io.model_shapes(self.model),
+                                     config_defaults=TrainConfig.field_defaults())
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.schedule.load_state_dict(ckpt["schedule"])
+            self.scaler.load_state_dict(ckpt["scaler"])
+            self.epoch, self.step, self.global_step = ckpt["epoch"], ckpt["step"], ckpt["global_step"]
+            if main:  # the saved sums are global; the other ranks start theirs from zero
+                self.accum.copy_(ckpt["accum"])
+            self.history, self.partial = list(ckpt["history"]), ckpt["partial"]
+            self.elapsed_before, self.epoch_seconds_before = ckpt["elapsed_seconds"], ckpt["epoch_seconds"]
+            self.measured_before = ckpt.get("measured")
+            self.segments = list(ckpt.get("segments", [{"git_commit": None, "from_global_step": 0}]))
+            step_lines = list(ckpt.get("steps_log", []))  # none in a checkpoint from before the step log
+            if ckpt["world_size"] == info.world_size:
+                ckpt_io.set_rng_state(ckpt["rng"][info.rank], device)
+            else:
+                warnings.warn(f"{self.ckpt_path}: saved with {ckpt['world_size']} processes, resumed with "
+                              f"{info.world_size}; data order is unchanged but random states (dropout) are reseeded")
+                _seed_everything(cfg.seed + 7919 * self.global_step + 1_000_003 * info.rank)
         if main:
-            ckpt_io.save_atomic({
-                "format": ckpt_io.FORMAT, "config": cfg.to_dict(), "model_config": model_config,
-                "task": task_sig, "world_size": world, "model_shapes": ckpt_io.model_shapes(model),
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "schedule": schedule.state_dict(), "scaler": scaler.state_dict(),
-                "epoch": epoch, "step": step, "global_step": global_step, "accum": sums.cpu(),
-                "history": history, "partial": partial_entry, "best": best_validation(history, monitor),
-                "steps_log": step_log.lines,
-                "elapsed_seconds": saved_elapsed, "epoch_seconds": epoch_seconds_before + time.perf_counter() - t_epoch,
-                "measured": speed_memory, "segments": segments,
-                "rng": rng,
-            }, ckpt_path)
-        dist_io.barrier(info)  # no process runs ahead of the file on disk
-        save_seconds += time.perf_counter() - t_save
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            _rewrite_jsonl(self.run_dir / "metrics.jsonl", self.history + ([self.partial] if self.partial else []))
+        self.step_log = StepLog(self.run_dir, cfg.log_every_steps, step_lines, self.accum, write=main)
+        self.epoch_log = EpochLog(self.run_dir, self.logs if main else (), self.task.task_type,
+                                  next_epoch=len(self.history) + 1)
+        self.net: nn.Module = (DDP(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+                               if info.world_size > 1 else self.model)
+        self.saved_elapsed = self.elapsed_before  # the training clock as the last checkpoint recorded it
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
 
-    stop_reason = "completed"
-    if elapsed_before >= budget_s and epoch < cfg.epochs:  # spent by earlier runs: no step at all
-        stop_reason = "max_minutes"
-    while epoch < cfg.epochs and stop_reason == "completed":
-        t_epoch = time.perf_counter()
-        partial = None
-        loader = _train_loader(task, cfg, world, rank, epoch, step, per_rank, micro, steps_per_epoch, device)
-        batches = iter(loader)
-        bar = tqdm(total=steps_per_epoch, initial=step, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="step",
-                   disable=not show, leave=False, dynamic_ncols=True)
-        net.train()
-        lr_factor = schedule.factor(global_step)
-        t_train, save_seconds = time.perf_counter(), 0.0
-        while step < steps_per_epoch:
-            lr_factor = schedule.apply(optimizer, global_step)
-            for i in range(cfg.grad_accum):
-                x, y = (_to(t, device) for t in next(batches))
-                last = i == cfg.grad_accum - 1
-                if use_step_graph and graphed is None:
-                    graphed = step_graph.GraphedForward(net, x, amp_dtype)
-                with (net.no_sync() if world > 1 and not last else nullcontext()):
-                    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None), \
-                            residual_stream(stream):
-                        out = graphed(net, x) if graphed is not None else _forward(net, x, task.dual)
-                    loss = _loss_and_accumulate(out, y, task, accum)
-                    scaler.scale(loss / cfg.grad_accum).backward()
-            norm = None  # the global gradient norm, for the step log
-            if cfg.grad_clip is not None:
-                scaler.unscale_(optimizer)
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            elif step_log.on:
-                scaler.unscale_(optimizer)  # fp16: the gradients' own scale (scaler.step then does not unscale again)
-                norm = gradient_norm(model.parameters())
-            step_log.step(norm)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            if steps_this_call == 0:
-                segments = code_segments(segments, global_step, device_name(device), step_graphs=use_step_graph)
-            step, global_step, steps_this_call = step + 1, global_step + 1, steps_this_call + 1
-            if step_log.due(global_step):
-                close_window()
-            if t_clock is None:
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                t_clock = time.perf_counter()
+    def budget_spent(self) -> bool:
+        """Earlier calls spent the ``max_minutes`` budget before the schedule's end: this call trains no step."""
+        return self.elapsed_before >= self.budget_s and self.epoch < self.cfg.epochs
+
+    # ------------------------------------------------------------------------------------- one epoch
+    def train_epoch(self, on_step: Optional[Callable[[int, int], None]], deadline: Optional[float]) -> str:
+        """Optimizer steps from where the epoch stands to its end, or to the budget or the deadline; the stop
+        reason ("completed", "max_minutes" or "paused")."""
+        cfg, task, device, info = self.cfg, self.task, self.device, self.info
+        self.t_epoch, self.partial = time.perf_counter(), None
+        batches = iter(_train_loader(task, cfg, info.world_size, info.rank, self.epoch, self.step, self.per_rank,
+                                     self.micro, self.steps_per_epoch, device))
+        bar = tqdm(total=self.steps_per_epoch, initial=self.step, desc=f"epoch {self.epoch + 1}/{cfg.epochs}",
+                   unit="step", disable=not self.show, leave=False, dynamic_ncols=True)
+        self.net.train()
+        self.lr_factor = self.schedule.factor(self.global_step)
+        t_train, self.save_seconds = time.perf_counter(), 0.0
+        stop_reason = "completed"
+        while self.step < self.steps_per_epoch:
+            self.optimizer_step(batches)
             bar.update(1)
-            if show and (step % 10 == 0 or step == steps_per_epoch):
-                bar.set_postfix(loss=f"{(accum[0] / accum[2]).item():.4f}", lr=f"{cfg.lr * lr_factor:.2e}")
-            if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0 and step < steps_per_epoch:
-                close_window()  # no window spans a save
-                save(None)
+            if self.show and (self.step % 10 == 0 or self.step == self.steps_per_epoch):
+                bar.set_postfix(loss=f"{(self.accum[0] / self.accum[2]).item():.4f}",
+                                lr=f"{cfg.lr * self.lr_factor:.2e}")
+            if (cfg.checkpoint_every_steps and self.step % cfg.checkpoint_every_steps == 0
+                    and self.step < self.steps_per_epoch):
+                self.close_window()  # no window spans a save
+                self.save(None)
             if on_step is not None:
-                on_step(epoch, step)
-            if budget_s < math.inf and dist_io.any_flag(elapsed() >= budget_s, info, device):
+                on_step(self.epoch, self.step)
+            if self.budget_s < math.inf and dist_io.any_flag(self.elapsed() >= self.budget_s, info, device):
                 stop_reason = "max_minutes"
                 break
             if deadline is not None and dist_io.any_flag(time.time() >= deadline, info, device):
@@ -306,53 +270,138 @@ def _train(model_fn, task: TaskData, cfg: TrainConfig, run_dir: Path, device: to
         bar.close()
         if device.type == "cuda":
             torch.cuda.synchronize(device)  # so the steps' GPU time is counted as training time
-        train_seconds += time.perf_counter() - t_train - save_seconds
+        self.train_seconds += time.perf_counter() - t_train - self.save_seconds
+        return stop_reason
 
-        # ---- end of epoch (or of the budget): evaluate, log, checkpoint
-        close_window()  # the window cut by it, if any
-        train_loss, train_metric = _finish(dist_io.all_reduce_sum(accum.clone(), info), task.task_type)
-        val_loss, val_metric = evaluate(model, task.val, task, cfg, device, info, amp_dtype)
-        test_loss, test_metric = evaluate(model, task.test, task, cfg, device, info, amp_dtype)
-        entry = {"epoch": epoch + 1, "train_loss": train_loss, "train_metric": train_metric,
+    def optimizer_step(self, batches: Iterator[Any]) -> None:
+        """One optimizer step: ``grad_accum`` micro-batches forward and backward (under autocast, replayed from CUDA
+        graphs where asked), clipping, the step, the step log; then this call's clock starts if it had not."""
+        cfg, task, device, net, world = self.cfg, self.task, self.device, self.net, self.info.world_size
+        self.lr_factor = self.schedule.apply(self.optimizer, self.global_step)
+        for i in range(cfg.grad_accum):
+            x, y = (_to(t, device) for t in next(batches))
+            last = i == cfg.grad_accum - 1
+            if self.use_step_graph and self.graphed is None:
+                self.graphed = step_graph.GraphedForward(net, x, self.amp_dtype)
+            with (net.no_sync() if world > 1 and not last else nullcontext()):
+                with torch.autocast(device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None), \
+                        residual_stream(self.stream):
+                    out = self.graphed(net, x) if self.graphed is not None else _forward(net, x, task.dual)
+                loss = _loss_and_accumulate(out, y, task, self.accum)
+                self.scaler.scale(loss / cfg.grad_accum).backward()
+        norm = None  # the global gradient norm, for the step log
+        if cfg.grad_clip is not None:
+            self.scaler.unscale_(self.optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        elif self.step_log.on:
+            self.scaler.unscale_(self.optimizer)  # fp16: the gradients' own scale (scaler.step then does not again)
+            norm = gradient_norm(self.model.parameters())
+        self.step_log.step(norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.steps_this_call == 0:
+            self.segments = code_segments(self.segments, self.global_step, device_name(device),
+                                          step_graphs=self.use_step_graph)
+        self.step, self.global_step = self.step + 1, self.global_step + 1
+        self.steps_this_call += 1
+        if self.step_log.due(self.global_step):
+            self.close_window()
+        if self.t_clock is None:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            self.t_clock = time.perf_counter()
+
+    def end_epoch(self) -> None:
+        """At the end of the epoch (or of the budget): evaluate on val and test, log the epoch, checkpoint."""
+        cfg, task, info = self.cfg, self.task, self.info
+        self.close_window()  # the window cut by it, if any
+        train_loss, train_metric = _finish(dist_io.all_reduce_sum(self.accum.clone(), info), task.task_type)
+        val_loss, val_metric = evaluate(self.model, task.val, task, cfg, self.device, info, self.amp_dtype)
+        test_loss, test_metric = evaluate(self.model, task.test, task, cfg, self.device, info, self.amp_dtype)
+        entry = {"epoch": self.epoch + 1, "train_loss": train_loss, "train_metric": train_metric,
                  "val_loss": val_loss, "val_metric": val_metric, "test_loss": test_loss,
-                 "test_metric": test_metric, "lr": cfg.lr * lr_factor,
-                 "seconds": epoch_seconds_before + time.perf_counter() - t_epoch, "steps": step,
-                 "partial": step < steps_per_epoch}
+                 "test_metric": test_metric, "lr": cfg.lr * self.lr_factor,
+                 "seconds": self.epoch_seconds_before + time.perf_counter() - self.t_epoch, "steps": self.step,
+                 "partial": self.step < self.steps_per_epoch}
         if entry["partial"]:  # budget ran out mid-epoch: keep the position, log the evaluation
-            partial = entry
-            save(partial)
+            self.partial = entry
+            self.save(self.partial)
         else:
-            history.append(entry)
-            schedule.epoch_end(val_loss if monitor == "val_loss" else val_metric)
-            epoch, step, epoch_seconds_before = epoch + 1, 0, 0.0
-            accum.zero_()
-            step_log.restart(accum)
-            t_epoch = time.perf_counter()  # the next epoch's clock starts at this checkpoint
-            save(None)
-        if main:
-            _append_jsonl(run_dir / "metrics.jsonl", entry)
-            epoch_log.write(entry)
-            if show:
+            self.history.append(entry)
+            self.schedule.epoch_end(val_loss if self.monitor == "val_loss" else val_metric)
+            self.epoch, self.step, self.epoch_seconds_before = self.epoch + 1, 0, 0.0
+            self.accum.zero_()
+            self.step_log.restart(self.accum)
+            self.t_epoch = time.perf_counter()  # the next epoch's clock starts at this checkpoint
+            self.save(None)
+        if info.is_main:
+            _append_jsonl(self.run_dir / "metrics.jsonl", entry)
+            self.epoch_log.write(entry)
+            if self.show:
                 tqdm.write(_epoch_line(entry, cfg.epochs, task.task_type))
 
-    # ---- summary
-    epoch_log.close()
-    speed_memory = measured()
-    full_history = history + ([partial] if partial else [])
-    best = best_validation(full_history, monitor)
-    result = TrainResult(best_epoch=best["epoch"], best_val=best["val"], test_at_best_val=best["test"],
-                         history=full_history,
-                         steps_per_second=speed_memory["steps_per_second"],
-                         peak_memory_mb=speed_memory["peak_memory_mb"], n_params=n_params, monitor=monitor,
-                         stop_reason=stop_reason,
-                         world_size=world, segments=segments,
-                         cells_per_gpu=speed_memory.get("cells_per_gpu") or 1, elapsed_seconds=saved_elapsed)
-    if main:
-        write_json_atomic(run_dir / "summary.json", {
-            **result.to_dict(), "config": cfg.to_dict(), "model_config": model_config, "task": task_sig,
-            "device": str(device), "epochs_done": epoch})
-    dist_io.barrier(info)
-    return result
+    def finish(self, stop_reason: str) -> TrainResult:
+        """The result: the test score at the best validation epoch, this call's speed and memory; summary.json."""
+        self.epoch_log.close()
+        speed_memory = self.measured()
+        full_history = self.history + ([self.partial] if self.partial else [])
+        best = best_validation(full_history, self.monitor)
+        result = TrainResult(best_epoch=best["epoch"], best_val=best["val"], test_at_best_val=best["test"],
+                             history=full_history, steps_per_second=speed_memory["steps_per_second"],
+                             peak_memory_mb=speed_memory["peak_memory_mb"], n_params=self.n_params,
+                             monitor=self.monitor, stop_reason=stop_reason, world_size=self.info.world_size,
+                             segments=self.segments, cells_per_gpu=speed_memory.get("cells_per_gpu") or 1,
+                             elapsed_seconds=self.saved_elapsed)
+        if self.info.is_main:
+            write_json_atomic(self.run_dir / "summary.json", {
+                **result.to_dict(), "config": self.cfg.to_dict(), "model_config": self.model_config,
+                "task": self.task_sig, "device": str(self.device), "epochs_done": self.epoch})
+        dist_io.barrier(self.info)
+        return result
+
+    # ---------------------------------------------------------------------------------- clocks and records
+    def elapsed(self) -> float:
+        """The budget clock: this call's time after its first step (start-up costs excluded, see the module
+        docstring) on top of the earlier calls'."""
+        return self.elapsed_before + (time.perf_counter() - self.t_clock if self.t_clock is not None else 0.0)
+
+    def close_window(self) -> None:
+        """The step log's open window as one line, at the step where training stands (collective under DDP)."""
+        self.step_log.flush(self.accum, self.global_step, self.epoch + 1, self.cfg.lr * self.lr_factor, self.info)
+
+    def measured(self) -> dict:
+        """Steps/s and CUDA peak memory of this call's training (collective: every rank); kept in the checkpoint,
+        so that a later call that trains no step (a finished cell resumed) reports what the training measured."""
+        if self.steps_this_call == 0:
+            return self.measured_before or {"steps_per_second": None, "peak_memory_mb": None}
+        peak = (max(dist_io.gather_objects(torch.cuda.max_memory_allocated(self.device) / 2**20, self.info))
+                if self.device.type == "cuda" else None)
+        return {"steps_per_second": self.steps_this_call / self.train_seconds if self.train_seconds > 0 else None,
+                "peak_memory_mb": peak, "cells_per_gpu": int(os.environ.get(CELLS_PER_GPU_ENV, "1"))}
+
+    def save(self, partial_entry: Optional[dict]) -> None:
+        """The checkpoint (collective: every rank gives its random state; the main process writes)."""
+        t_save = time.perf_counter()
+        speed_memory = self.measured()
+        self.saved_elapsed = self.elapsed()
+        rng = dist_io.gather_objects(ckpt_io.rng_state(self.device), self.info)
+        sums = dist_io.all_reduce_sum(self.accum.clone(), self.info)
+        if self.info.is_main:
+            ckpt_io.save_atomic({
+                "format": ckpt_io.FORMAT, "config": self.cfg.to_dict(), "model_config": self.model_config,
+                "task": self.task_sig, "world_size": self.info.world_size,
+                "model_shapes": ckpt_io.model_shapes(self.model), "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+                "scaler": self.scaler.state_dict(), "epoch": self.epoch, "step": self.step,
+                "global_step": self.global_step, "accum": sums.cpu(), "history": self.history,
+                "partial": partial_entry, "best": best_validation(self.history, self.monitor),
+                "steps_log": self.step_log.lines, "elapsed_seconds": self.saved_elapsed,
+                "epoch_seconds": self.epoch_seconds_before + time.perf_counter() - self.t_epoch,
+                "measured": speed_memory, "segments": self.segments, "rng": rng,
+            }, self.ckpt_path)
+        dist_io.barrier(self.info)  # no process runs ahead of the file on disk
+        self.save_seconds += time.perf_counter() - t_save
 
 
 # ----------------------------------------------------------------------------------------------
@@ -510,7 +559,7 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def _task_signature(task: TaskData) -> dict[str, Any]:
+def task_signature(task: TaskData) -> dict[str, Any]:
     """What a checkpoint records of its task (compared on resume): its sizes, the generator's version where it has
     one, and how the inputs are scaled where the loader says (``info["values"]``, e.g. Pathfinder's x / 255 or
     (x - 127.5) / 127.5): a run never resumes on inputs scaled otherwise than it trained on."""

@@ -50,7 +50,7 @@ from ..benchmark.common import free_memory
 from ..core.errors import Paused, SpecError
 from ..core.layout import cell_folder_name, slug
 from ..core.lock import exclusive
-from ..data.base import DatasetError, TaskData
+from ..data.base import DatasetError, TaskData, shown_path
 from ..data.cache import data_manifest
 from ..data.registry import GENERATOR_VERSIONS, GENERATORS, LOADERS, PREPARERS, check_arguments
 from ..data.status import data_problem
@@ -189,8 +189,8 @@ class TrainTableConfig:
 
     @classmethod
     def settable_keys(cls, raw: dict, keys: set[str]) -> set[str]:
-        """Keys ``run --set`` may name beyond those of the tier's mapping ``raw`` (``keys``): a train mapping under every
-        row and task, and TrainConfig's fields (defaults included) under every train mapping."""
+        """Keys ``run --set`` may name beyond those of the tier's mapping ``raw`` (``keys``): a train mapping under
+        every row and task, and TrainConfig's fields (defaults included) under every train mapping."""
         maps = {f"{group}.{name}.train" for group in ("models", "tasks")
                 for name in (raw.get(group) if isinstance(raw.get(group), dict) else {})}
         maps |= {k for k in keys if k == "train" or k.endswith(".train")}
@@ -424,107 +424,125 @@ def check_batch_sizes(cfg: TrainTableConfig, col: str, rows: list[str], task: Ta
 
 @register("train.table", config=TrainTableConfig, kind="train", cells=table_cells)
 def run_train_table(cfg: TrainTableConfig, ctx: RunContext) -> RunOutput:
-    cells, series, notes, problems = [], {}, [], []
-    manifests: dict[str, dict] = {}  # task -> what was loaded (sizes, a digest of its files)
-    skip = {tuple(p) for p in cfg.skip}
+    """Train every selected (row, task) cell of the table, task by task; a deadline pauses what is left."""
+    out, paused = RunOutput(cells=[]), []
     units = units_to_train(cfg, ctx.selected, ctx.units)
-    paused = []
     for col, task_cfg in cfg.tasks.items():
         rows = [row for row, c in units if c == col]
-        picks = task_cfg.get("columns")
         if not rows:
             continue
-        extras = parse_extra_evals(task_cfg.get("extra_eval"), f"tasks.{col}.extra_eval")
-        try:
-            root = prepare_data(col, task_cfg, ctx, data_work_dir(ctx, [cfg.models[row] for row in rows]))
-            task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
-            manifests[col] = data_manifest(root, {"train": len(task.train), "val": len(task.val),
-                                                  "test": len(task.test)})
-            if version := data_version(task_cfg):
-                task.info["data_version"] = version
-            extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
-                                                                               ev.loader_args))) for ev in extras]
-        except DatasetError as exc:  # missing data (DataMissing) or malformed: the task's cells are not run
-            problem = data_problem(col, exc)  # its kind decides the run's exit status (runners/data/status.py)
-            problems.append(problem)
-            notes.append(str(problem))
-            note = f"data {problem.kind}: {problem.reason}"
-            cells += [Cell(row, ev.column, None, note=note) for row in rows for ev in extras
-                      if (row, ev.column) not in skip]
-            cells += [c for row in rows for c in picked_cells(row, picks, False, fill=None, note=note)] if picks \
-                else [Cell(row, column_name(col, m, cfg.metrics), None, note=note) for row in rows for m in cfg.metrics]
+        loaded = _load_task(cfg, col, task_cfg, rows, ctx, out)
+        if loaded is None:  # its data is missing or malformed: the task's cells are recorded as not run
             continue
-        check_batch_sizes(cfg, col, rows, task, root)
-        source = task_cfg.get("prepare", {}).get("preparer")
-        notes.append(f"{col}: data " + (f"made by the suite ('{source}'" + (", LRA's procedure)" if source in
-                     GENERATORS else ", a stand-in, not the paper's data)") if source else f"from {root}")
-                     + f"; train/val/test = {len(task.train)}/{len(task.val)}/{len(task.test)}, "
-                       f"length {task.seq_len}")
+        task, extra_tasks = loaded
         for row in rows:
             if ctx.deadline is not None and time.time() >= ctx.deadline:
                 paused.append(f"{row} / {col}: not started (deadline)")
                 continue
-            ctx.cell_started(f"{row} / {col}", cells)
-            row_cfg = cfg.models[row]
-            arch = row_cfg["arch"]
-            model_kwargs = with_pad_id(cfg.cell_model(row, col), task)
-            train_dict = cfg.cell_train(row, col)
-            train_dict.setdefault("seed", ctx.seed)  # the run's seed unless the spec gives the cell one
-            train_cfg = TrainConfig.from_dict(train_dict)
-            run_dir = cell_dir(ctx, row_cfg, row, col)
-            oom = None
-            todo = [(ev, t) for ev, t in extra_tasks if (row, ev.column) not in skip]
-            evaluator = ExtraEvaluator(todo, task, train_cfg, run_dir, ctx.device) if todo else None
-            model_fn = partial(build_model, arch, model_kwargs, task)
-            try:
-                with exclusive(run_dir.parent / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
-                    result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
-                                   ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
-                                   on_step=evaluator.on_step if evaluator else None, deadline=ctx.deadline,
-                                   logs=ctx.logs)
-            except torch.cuda.OutOfMemoryError as exc:  # the papers' "X": the model does not fit
-                oom = " ".join(str(exc).split())[:300]
-            if oom is not None:
-                free_memory(ctx.device)  # what the cell that ran out of memory left cached
-                cells += (picked_cells(row, picks, task.task_type == "regression", fill="X",
-                                       note=f"CUDA out of memory: {oom}") if picks
-                          else metric_cells(row, col, cfg.metrics, task.task_type == "regression", oom=oom))
-                cells += [Cell(row, ev.column, "X", note=f"CUDA out of memory: {oom}") for ev, _ in todo]
-                series[f"{row} / {col}"] = {"history": [], "out_of_memory": oom, "seq_len": task.seq_len}
-                notes.append(f"{row} / {col}: X (CUDA out of memory: {oom})")
-                ctx.cell_finished(f"{row} / {col}", cells)
-                continue
-            if result.stop_reason == "paused":  # not finished: no value until a later call completes it
-                last = result.history[-1] if result.history else None
-                paused.append(f"{row} / {col}: {sum(not e['partial'] for e in result.history)}/{train_cfg.epochs} "
-                              f"epochs" + (f", last val {last['val_metric']:.2f}" if last else ""))
-                ctx.cell_finished(f"{row} / {col}", cells, outcome="paused at the deadline")
-                continue
-            cells += (picked_cells(row, picks, task.task_type == "regression", result) if picks
-                      else metric_cells(row, col, cfg.metrics, task.task_type == "regression", result))
-            for column, (extra_value, extra_note) in (evaluator.results(result) if evaluator else {}).items():
-                cells.append(Cell(row, column, extra_value, "rmse" if task.task_type == "regression" else "% acc",
-                                  note=extra_note))
-                notes.append(f"{row} / {column}: test {extra_value if extra_value is None else round(extra_value, 3)}"
-                             f" ({extra_note})")
-            series[f"{row} / {col}"] = {
-                "history": result.history, "steps_per_second": result.steps_per_second,
-                "peak_memory_mb": result.peak_memory_mb, "n_params": result.n_params, "monitor": result.monitor,
-                "stop_reason": result.stop_reason, "seq_len": task.seq_len, "segments": result.segments,
-                "cells_per_gpu": result.cells_per_gpu, "elapsed_seconds": result.elapsed_seconds}
-            value = result.test_at_best_val
-            mem = f", peak memory {result.peak_memory_mb:.0f} MiB" if result.peak_memory_mb else ""
-            speed = (f"{result.steps_per_second:.2f} steps/s" if result.steps_per_second
-                     else "steps/s not measured")
-            if result.steps_per_second and result.cells_per_gpu > 1:
-                speed += f" (the GPU shared by {result.cells_per_gpu} training cells)"
-            took = f"; {result.elapsed_seconds / 60:.1f} min of training" if result.elapsed_seconds else ""
-            notes.append(f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch "
-                         f"{result.best_epoch}; {result.n_params} parameters; {speed}{mem}{took}; "
-                         f"stop: {result.stop_reason}"
-                         + segments_note(result.segments))
-            ctx.cell_finished(f"{row} / {col}", cells)
+            paused += _train_cell(cfg, row, col, task, extra_tasks, ctx, out)
     if paused:
         raise Paused(paused)
-    return RunOutput(cells=post_process(cells, cfg.deltas, cfg.transpose), series=series, notes=notes,
-                     problems=problems, data=manifests)
+    out.cells = post_process(out.cells, cfg.deltas, cfg.transpose)
+    return out
+
+
+def _load_task(cfg: TrainTableConfig, col: str, task_cfg: dict, rows: list[str], ctx: RunContext,
+               out: RunOutput) -> Optional[tuple[TaskData, list]]:
+    """The task's data (prepared where the task says) and its extra evaluations' test sets; None, with the task's
+    cells recorded as not run and the problem in ``out``, where its data is missing or malformed."""
+    skip, picks = {tuple(p) for p in cfg.skip}, task_cfg.get("columns")
+    extras = parse_extra_evals(task_cfg.get("extra_eval"), f"tasks.{col}.extra_eval")
+    try:
+        root = prepare_data(col, task_cfg, ctx, data_work_dir(ctx, [cfg.models[row] for row in rows]))
+        task = LOADERS[task_cfg["loader"]](root, **task_cfg.get("loader_args", {}))
+        out.data[col] = data_manifest(root, {"train": len(task.train), "val": len(task.val), "test": len(task.test)})
+        if version := data_version(task_cfg):
+            task.info["data_version"] = version
+        extra_tasks = [(ev, LOADERS[task_cfg["loader"]](root, **deep_merge(task_cfg.get("loader_args", {}),
+                                                                           ev.loader_args))) for ev in extras]
+    except DatasetError as exc:  # missing data (DataMissing) or malformed: the task's cells are not run
+        problem = data_problem(col, exc)  # its kind decides the run's exit status (runners/data/status.py)
+        out.problems.append(problem)
+        out.notes.append(str(problem))
+        note = f"data {problem.kind}: {problem.reason}"
+        out.cells += [Cell(row, ev.column, None, note=note) for row in rows for ev in extras
+                      if (row, ev.column) not in skip]
+        out.cells += [c for row in rows for c in picked_cells(row, picks, False, fill=None, note=note)] if picks \
+            else [Cell(row, column_name(col, m, cfg.metrics), None, note=note) for row in rows for m in cfg.metrics]
+        return None
+    check_batch_sizes(cfg, col, rows, task, root)
+    source = task_cfg.get("prepare", {}).get("preparer")
+    out.notes.append(f"{col}: data " + (f"made by the suite ('{source}'" + (", LRA's procedure)" if source in
+                     GENERATORS else ", a stand-in, not the paper's data)") if source else f"from {shown_path(root)}")
+                     + f"; train/val/test = {len(task.train)}/{len(task.val)}/{len(task.test)}, "
+                       f"length {task.seq_len}")
+    return task, extra_tasks
+
+
+def _train_cell(cfg: TrainTableConfig, row: str, col: str, task: TaskData, extra_tasks: list, ctx: RunContext,
+                out: RunOutput) -> list[str]:
+    """Train one cell (under its lock, resuming its checkpoint) and add its cells, series and notes to ``out``; a
+    cell out of CUDA memory is "X" everywhere (as the papers mark it). Returns where it paused ([] when it did
+    not)."""
+    skip, picks = {tuple(p) for p in cfg.skip}, cfg.tasks[col].get("columns")
+    regression = task.task_type == "regression"
+    ctx.cell_started(f"{row} / {col}", out.cells)
+    arch = cfg.models[row]["arch"]
+    model_kwargs = with_pad_id(cfg.cell_model(row, col), task)
+    train_dict = cfg.cell_train(row, col)
+    train_dict.setdefault("seed", ctx.seed)  # the run's seed unless the spec gives the cell one
+    train_cfg = TrainConfig.from_dict(train_dict)
+    run_dir = cell_dir(ctx, cfg.models[row], row, col)
+    todo = [(ev, t) for ev, t in extra_tasks if (row, ev.column) not in skip]
+    evaluator = ExtraEvaluator(todo, task, train_cfg, run_dir, ctx.device) if todo else None
+    model_fn = partial(build_model, arch, model_kwargs, task)
+    oom = None
+    try:
+        with exclusive(run_dir.parent / f".{run_dir.name}.lock", f"training cell ({row}, {col})"):
+            result = train(evaluator.wrap(model_fn) if evaluator else model_fn, task, train_cfg, run_dir,
+                           ctx.device, progress=ctx.progress, model_config={"arch": arch, **model_kwargs},
+                           on_step=evaluator.on_step if evaluator else None, deadline=ctx.deadline, logs=ctx.logs)
+    except torch.cuda.OutOfMemoryError as exc:  # the papers' "X": the model does not fit
+        oom = " ".join(str(exc).split())[:300]
+    if oom is not None:  # out of the except block: the error's frames (and their tensors) are gone
+        free_memory(ctx.device)  # what the cell that ran out of memory left cached
+        out.cells += (picked_cells(row, picks, regression, fill="X", note=f"CUDA out of memory: {oom}") if picks
+                      else metric_cells(row, col, cfg.metrics, task.task_type == "regression", oom=oom))
+        out.cells += [Cell(row, ev.column, "X", note=f"CUDA out of memory: {oom}") for ev, _ in todo]
+        out.series[f"{row} / {col}"] = {"history": [], "out_of_memory": oom, "seq_len": task.seq_len}
+        out.notes.append(f"{row} / {col}: X (CUDA out of memory: {oom})")
+        ctx.cell_finished(f"{row} / {col}", out.cells)
+        return []
+    if result.stop_reason == "paused":  # not finished: no value until a later call completes it
+        last = result.history[-1] if result.history else None
+        ctx.cell_finished(f"{row} / {col}", out.cells, outcome="paused at the deadline")
+        return [f"{row} / {col}: {sum(not e['partial'] for e in result.history)}/{train_cfg.epochs} epochs"
+                + (f", last val {last['val_metric']:.2f}" if last else "")]
+    out.cells += (picked_cells(row, picks, regression, result) if picks
+                  else metric_cells(row, col, cfg.metrics, task.task_type == "regression", result))
+    for column, (extra_value, extra_note) in (evaluator.results(result) if evaluator else {}).items():
+        out.cells.append(Cell(row, column, extra_value, "rmse" if regression else "% acc", note=extra_note))
+        out.notes.append(f"{row} / {column}: test {extra_value if extra_value is None else round(extra_value, 3)}"
+                         f" ({extra_note})")
+    out.series[f"{row} / {col}"] = {
+        "history": result.history, "steps_per_second": result.steps_per_second,
+        "peak_memory_mb": result.peak_memory_mb, "n_params": result.n_params, "monitor": result.monitor,
+        "stop_reason": result.stop_reason, "seq_len": task.seq_len, "segments": result.segments,
+        "cells_per_gpu": result.cells_per_gpu, "elapsed_seconds": result.elapsed_seconds}
+    out.notes.append(cell_note(row, col, result))
+    ctx.cell_finished(f"{row} / {col}", out.cells)
+    return []
+
+
+def cell_note(row: str, col: str, result: Any) -> str:
+    """The results file's note of a trained cell: its test value, parameters, speed, memory, time, stop reason and
+    the code (commits, cards) that trained it."""
+    value = result.test_at_best_val
+    mem = f", peak memory {result.peak_memory_mb:.0f} MiB" if result.peak_memory_mb else ""
+    speed = f"{result.steps_per_second:.2f} steps/s" if result.steps_per_second else "steps/s not measured"
+    if result.steps_per_second and result.cells_per_gpu > 1:
+        speed += f" (the GPU shared by {result.cells_per_gpu} training cells)"
+    took = f"; {result.elapsed_seconds / 60:.1f} min of training" if result.elapsed_seconds else ""
+    return (f"{row} / {col}: test {value if value is None else round(value, 3)} at best val epoch {result.best_epoch}; "
+            f"{result.n_params} parameters; {speed}{mem}{took}; stop: {result.stop_reason}"
+            + segments_note(result.segments))

@@ -33,7 +33,7 @@ from torch import Tensor
 BLOCKS = {"diag": (2048, 1, 4, 1), "dplr": (2048, 4, 4, 3)}
 
 
-def _blocks(batch: int, h: int, n: int, step: str = "diag") -> tuple[int, int, int]:
+def launch_blocks(batch: int, h: int, n: int, step: str = "diag") -> tuple[int, int, int]:
     """(batch rows, features, modes) per program of ``step`` ('diag' or 'dplr'): features and modes powers of two,
     the modes padded to one."""
     elements, rows, _, _ = BLOCKS[step]
@@ -52,7 +52,7 @@ def _pair(ptr, offsets, mask, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _step_kernel(x_ptr, out_ptr, u_ptr, e_ptr, g_ptr, w_ptr, f_ptr, k_ptr, c_ptr, skip_ptr, y_ptr, B, H, N,
+def step_kernel(x_ptr, out_ptr, u_ptr, e_ptr, g_ptr, w_ptr, f_ptr, k_ptr, c_ptr, skip_ptr, y_ptr, B, H, N,
                  CHANNELS: tl.constexpr, RANK1: tl.constexpr, HAS_SKIP: tl.constexpr, ROWS: tl.constexpr,
                  BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
     """x' = E x + G u (+ F r, r = k1 2 Re sum_n W_n x_n + k2 u, with RANK1), y = 2 Re sum_n C_n x'_n (+ skip u)."""
@@ -124,21 +124,22 @@ _REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 def _launch(x: Tensor, out: Tensor, u: Tensor, e: Tensor, g: Tensor, c: Tensor, skip: Tensor | None,
             rank1: tuple[Tensor, Tensor, Tensor] | None) -> Tensor:
-    """Grid: blocks of batch rows (axis 0, which may exceed 65,535 programs) x blocks of features (:func:`_blocks`,
+    """Grid: blocks of batch rows (axis 0, which may exceed 65,535 programs) x blocks of features
+    (:func:`launch_blocks`,
     the step's setting in ``BLOCKS``). ``rank1``: (W, F, k) of :func:`dplr_step_parts`, or None for the diagonal
     step."""
     batch, h, n = x.shape
     channels = c.shape[0]
     y = torch.empty((batch, channels, h), dtype=_REAL[x.dtype], device=x.device)
     step = "diag" if rank1 is None else "dplr"
-    rows, block_h, block_n = _blocks(batch, h, n, step)
+    rows, block_h, block_n = launch_blocks(batch, h, n, step)
     _, _, warps, stages = BLOCKS[step]
     if batch and h:
         vr = torch.view_as_real
         w, f, k = (vr(rank1[0]), vr(rank1[1]), rank1[2].to(y.dtype).contiguous()) if rank1 else (vr(e), vr(e), y)
         grid = (triton.cdiv(batch, rows), triton.cdiv(h, block_h))
         with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-            _step_kernel[grid](vr(x), vr(out), u.contiguous(), vr(e), vr(g), w, f, k, vr(c),
+            step_kernel[grid](vr(x), vr(out), u.contiguous(), vr(e), vr(g), w, f, k, vr(c),
                                y if skip is None else skip.contiguous(), y, batch, h, n, CHANNELS=channels,
                                RANK1=rank1 is not None, HAS_SKIP=skip is not None, ROWS=rows, BLOCK_H=block_h,
                                BLOCK_N=block_n, STAGES=stages, num_warps=warps)

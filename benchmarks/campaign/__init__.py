@@ -1,0 +1,1 @@
+"""The long-range campaign's tools (README.md in this folder)."""
