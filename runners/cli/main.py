@@ -67,6 +67,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "--show-config lists the keys; +KEY=VALUE adds a key the configuration does not have); "
                         "recorded in the results file and shown in the report")
     p.add_argument("--seed", type=int, metavar="N", help="the run's seed instead of the tier's (same as --set seed=N)")
+    p.add_argument("--seeds", metavar="LIST",
+                   help="run once per seed, e.g. 0,1,2 (the tier's own seed as the spec's setting, the others as "
+                        "--seed N, each in its own folder); check and report judge the seeds together, their mean "
+                        "against the paper's mean +- std")
     p.add_argument("--show-config", action="store_true",
                    help="print the tier's resolved configuration (includes merged, --set applied, defaults filled "
                         "in) as YAML and exit")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
@@ -32,6 +33,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Every named spec is loaded and checked against its expected file before the first one runs: a spec error
     is printed (one line, naming the file and key) and exits 2 without running anything."""
     check_logs(args.log)
+    if getattr(args, "seeds", None):
+        return run_seeds(args)
     status = 0
     specs = []
     if args.cells_per_gpu != 1 and not args.gpus:
@@ -171,6 +174,35 @@ def run_on_gpus(spec, args: argparse.Namespace, deadline: float | None) -> int:
         return EXIT_NOT_RUNNABLE
     print(f"{spec.id} [{args.tier}]: wrote {path}")
     return 0
+
+
+def run_seeds(args: argparse.Namespace) -> int:
+    """``run --seeds 0,1,2``: the same run once per seed, one after another (each with --gpus where given: one cell
+    per GPU). The tier's own seed runs as the spec's own setting (its folder, no override); every other seed is
+    ``--seed N`` (its own folder). ``check`` and ``report`` then judge the seeds of today's setting together, their
+    mean against the paper's (runners/judge/verdicts.py). Returns the most severe exit status of the runs."""
+    if args.seed is not None:
+        raise SpecError("--seeds and --seed: give one of them")
+    if len(args.spec) != 1:
+        raise SpecError("--seeds applies to one spec: name exactly one")
+    seeds = parse_seeds(args.seeds)
+    own = load_spec(find_spec(args.spec[0])).tiers[args.tier].seed
+    statuses = []
+    for seed in seeds:
+        print(f"--seeds: seed {seed}" + (" (the tier's own)" if seed == own else ""), file=sys.stderr)
+        one = argparse.Namespace(**{**vars(args), "seeds": None, "seed": None if seed == own else seed})
+        statuses.append(cmd_run(one))
+    severity = [EXIT_FAIL, EXIT_NOT_RUNNABLE, EXIT_PAUSED, 0]  # a failure first, then not runnable, then paused
+    return next((code for code in severity if code in statuses), max(statuses))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2]: distinct integers >= 0 written in ASCII digits."""
+    words = [w.strip() for w in str(text).split(",")]
+    if not words or any(not re.fullmatch(r"[0-9]+", w) for w in words) or len(set(words)) != len(words):
+        raise SpecError(f"--seeds {text!r} not allowed; give distinct seeds (integers >= 0) separated by commas, "
+                        f"e.g. --seeds 0,1,2")
+    return [int(w) for w in words]
 
 
 def with_settings(spec, args: argparse.Namespace):

@@ -603,7 +603,7 @@ def _judge_seeds(cell: dict, tier: str, runs: list[Run], seeds: list[tuple[Any, 
     run = runs[seeds[0][2]]
     v = judge(cell, tier, {**run.measured, key: mean}, run.notes, newest, units=run.units, table=table)
     v.result, v.seeds = seeds[0][2], tuple(seeds)
-    listed = ", ".join(f"seed {seed}: {fmt(value)}" for seed, value, _ in seeds)
+    listed = ", ".join(f"seed {seed}: {fmt(value)}" for seed, value, _ in sorted(seeds, key=lambda x: str(x[0])))
     v.detail = (f"mean of {len(seeds)} seeds {fmt(mean)} +- {fmt(statistics.stdev(values))} ({listed})"
                 + (f"; {v.detail}" if v.detail else ""))
     return v
