@@ -169,6 +169,36 @@ def test_progress_marks_a_run_at_chance(train_project: Path, capsys: pytest.Capt
     assert status == 0 and "in progress; at chance (4 epochs)" in row
 
 
+def test_a_run_stopped_at_chance_has_finished(train_project: Path, capsys: pytest.CaptureFixture) -> None:
+    """At chance for its config's chance_stop_epoch epochs: finished (a campaign starts it no more); one epoch
+    short of it, or without the setting, in progress."""
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    ckpt = torch.load(CELL, weights_only=True)
+    classes = ckpt["task"]["d_output"]
+    for epochs_done, stop, finished in ((20, 20, True), (19, 20, False), (20, None, False), (25, 20, True)):
+        ckpt["config"]["epochs"], ckpt["config"]["chance_stop_epoch"] = 200, stop
+        ckpt["epoch"], ckpt["step"] = epochs_done, 0
+        ckpt["history"] = [{"epoch": e, "train_loss": math.log(classes), "val_metric": 100 / classes}
+                           for e in range(1, epochs_done + 1)]
+        torch.save(ckpt, CELL)
+        assert main(["progress", "--finished", "tiny-train/smoke/S4__sCIFAR"]) == (0 if finished else 1), \
+            (epochs_done, stop)
+    capsys.readouterr()
+
+
+def test_a_checkpoint_whose_config_is_not_a_mapping_is_one_line(train_project: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "tiny-train", "--no-progress"]) == 0
+    ckpt = torch.load(CELL, weights_only=True)
+    for bad in ([1, 2], "epochs", 3):
+        ckpt["config"] = bad
+        torch.save(ckpt, CELL)
+        capsys.readouterr()
+        assert main(["progress", "tiny-train"]) in (0, 2)
+        out = capsys.readouterr()
+        assert "Traceback" not in out.err and "not a mapping of training settings" in out.out + out.err
+
+
 def test_the_devices_a_run_trained_on_come_from_its_checkpoints_segments(train_project: Path,
                                                                          capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "tiny-train", "--no-progress"]) == 0

@@ -30,6 +30,8 @@ NON_COMPUTING: dict[str, str] = {
     "train.device_data": "where the training set lives in memory (the same batches gathered on the device)",
     "task.loader_args.workers": "threads that decode the data files",
     "task.prepare.workers": "processes that generate the data (each batch from its own seed)",
+    "train.chance_stop_epoch": "when a run still at chance stops; a run that left chance computes the same, and a "
+                               "stopped one records stop: at_chance",
 }
 
 Setting = dict[str, Any]

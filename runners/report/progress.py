@@ -12,11 +12,9 @@ cell folder or a folder of cells, globs allowed) finished its schedule? Exit 0 w
 none is there (a run not yet started), 2 when one cannot be read; one line says which. A finished run resumed trains
 nothing and writes its results file again: a campaign that runs its cells call after call asks this first.
 
-A classification run whose every complete epoch (at least :data:`CHANCE_MIN_EPOCHS`) ended with a training loss
-within :data:`CHANCE_LOSS_FRACTION` of ln C (C classes: the loss of a model that gives every input the same,
-uniform output) is marked "at chance" in its state: a run that has not started to learn, to look at before it
-takes more GPU time. On labels far from balanced a model at chance does better than ln C (the labels' entropy), so
-it goes unmarked there.
+A classification run that has not started to learn (:mod:`runners.train.chance`) is marked "at chance" in its
+state: a run to look at before it takes more GPU time. A run that its spec's ``chance_stop_epoch`` stopped at chance
+has finished: it trains no further.
 """
 from __future__ import annotations
 
@@ -34,12 +32,11 @@ from ..core.layout import OVERRIDES_NAME, SET_MARK, cell_folder_name
 from ..specs.expected import expected_path, load_expected, series_cell
 from ..specs.selection import tier_config
 from ..specs.spec import find_spec, load_spec
+from ..train import chance
 from ..train import checkpoint as ckpt_io
 from ..train.table import TrainTableConfig
 from .projection import load_step_rates, projections, series_projection
 
-CHANCE_MIN_EPOCHS = 3  # complete epochs before a run can be marked at chance
-CHANCE_LOSS_FRACTION = 0.01  # a training loss within 1 % of ln C
 
 
 @dataclass
@@ -62,9 +59,15 @@ class CellProgress:
     chance_epochs: Optional[int] = None  # complete epochs, all with the training loss of chance (see the module)
     cards: tuple[str, ...] = ()  # the devices its calls trained on, in order (the checkpoint's segments)
 
+    stop_epoch: Optional[int] = None  # the config's chance_stop_epoch (a run at chance then stops)
+
     @property
     def finished(self) -> bool:
-        return self.problem is None and self.epochs is not None and self.epochs_done >= self.epochs
+        """At the end of its schedule, or stopped at chance (runners/train/chance.py)."""
+        if self.problem is not None or self.epochs is None:
+            return False
+        stopped = self.stop_epoch is not None and (self.chance_epochs or 0) >= self.stop_epoch
+        return self.epochs_done >= self.epochs or stopped
 
 
 @lru_cache(maxsize=None)
@@ -143,6 +146,8 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
         ckpt = ckpt_io.load(path, advice="it cannot be resumed")
         history = [h for h in ckpt["history"] if isinstance(h, dict)]
         config, partial = ckpt["config"], ckpt.get("partial") or {}
+        if not isinstance(config, dict):
+            raise ValueError(f"its 'config' is a {type(config).__name__}, not a mapping of training settings")
         epochs_done, step = int(ckpt["epoch"]), int(ckpt["step"])
         hours = _number(ckpt.get("elapsed_seconds"))
     except (ckpt_io.CheckpointMismatch, KeyError, TypeError, ValueError) as exc:
@@ -157,7 +162,8 @@ def summarize(path: Path, runs: Path, rates: list) -> CellProgress:
         steps_into_epoch=step, last_val=_number(history[-1].get("val_metric")) if history else None,
         cut_val=_number(partial.get("val_metric")) if step else None, best=ckpt.get("best"),
         hours=hours * world / 3600 if hours is not None else None, projected_hours=projected,
-        chance_epochs=epochs_at_chance(history, ckpt.get("task") or {}), cards=trained_on(ckpt.get("segments")))
+        chance_epochs=epochs_at_chance(history, ckpt.get("task") or {}), cards=trained_on(ckpt.get("segments")),
+        stop_epoch=config.get("chance_stop_epoch"))
 
 
 def trained_on(segments: Any) -> tuple[str, ...]:
@@ -172,20 +178,10 @@ def trained_on(segments: Any) -> tuple[str, ...]:
 
 
 def epochs_at_chance(history: Sequence[dict], task: dict) -> Optional[int]:
-    """The number of complete epochs in ``history`` if there are at least CHANCE_MIN_EPOCHS and every one ended
-    with a training loss within CHANCE_LOSS_FRACTION of ln C (``task``: a checkpoint's task record, a classification
-    task with ``d_output`` = C >= 2); None otherwise (a run that learned at some point, too few epochs, another kind
-    of task)."""
-    if not isinstance(task, dict) or task.get("task_type") != "classification":
+    """:func:`runners.train.chance.epochs_at_chance` of a checkpoint's history and task record."""
+    if not isinstance(task, dict):
         return None
-    classes = task.get("d_output")
-    if not isinstance(classes, int) or classes < 2:
-        return None
-    losses = [_number(h.get("train_loss")) for h in history if not h.get("partial")]
-    if len(losses) < CHANCE_MIN_EPOCHS or any(v is None for v in losses):
-        return None
-    chance = math.log(classes)
-    return len(losses) if all(abs(v - chance) <= CHANCE_LOSS_FRACTION * chance for v in losses) else None
+    return chance.epochs_at_chance(history, task.get("task_type"), task.get("d_output"))
 
 
 def training_progress(runs: Path, results_root: Path, specs: Sequence[str] = ()) -> list[CellProgress]:
@@ -213,7 +209,8 @@ def finished_under(runs: Path, pattern: str) -> tuple[Optional[bool], str]:
         if not cell.finished:
             return False, (f"not finished: {path.parent} at epoch {cell.epochs_done} of {cell.epochs} "
                            f"(+{cell.steps_into_epoch} steps)")
-    return True, f"finished: {len(found)} checkpoint(s) under {runs}/{pattern}, every one at the end of its schedule"
+    return True, (f"finished: {len(found)} checkpoint(s) under {runs}/{pattern}, every one at the end of its schedule "
+                  f"or stopped at chance")
 
 
 def progress_rows(cells: Sequence[CellProgress]) -> list[list[str]]:

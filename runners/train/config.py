@@ -29,7 +29,7 @@ MONITORS = ("val_acc", "val_rmse", "val_loss")
 #: Fields that may differ between a checkpoint and the config that resumes it (they do not change
 #: what is computed). ``epochs`` may grow except under the cosine schedule, whose length it sets.
 RESUMABLE_FIELDS = ("epochs", "max_minutes", "checkpoint_every_steps", "num_workers", "device_data",
-                    "eval_batch_size", "grad_accum", "log_every_steps")
+                    "eval_batch_size", "grad_accum", "log_every_steps", "chance_stop_epoch")
 
 
 def _err(field: str, value: Any, allowed: str) -> ValueError:
@@ -107,6 +107,9 @@ class TrainConfig:
     sync_batchnorm: Bool = False
     seed: Seed = 0
     monitor: Monitor = None  # default "val_acc" (classification) or "val_rmse" (regression)
+    # a classification run still at chance after this many epochs stops (runners/train/chance.py): the epoch by which
+    # the authors' runs have left chance; None: it trains its whole schedule
+    chance_stop_epoch: OptionalPositiveInt = None
 
     def __post_init__(self) -> None:
         """The rules across fields (each field's own type and range are checked before)."""

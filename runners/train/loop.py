@@ -67,6 +67,7 @@ from ssm_core.optim import build_optimizer
 from . import checkpoint as ckpt_io
 from . import distributed as dist_io
 from . import step_graph
+from .chance import stops_at_chance
 from .config import RESUMABLE_FIELDS, TrainConfig, monitor_mode
 from .schedule import LRSchedule
 from .step_log import StepLog, gradient_norm
@@ -86,7 +87,9 @@ class TrainResult:
     peak_memory_mb: Optional[float]  # CUDA peak allocated memory (max over processes; same rule); None on CPU
     n_params: int
     monitor: str = "val_acc"
-    stop_reason: str = "completed"  # or "max_minutes", or "paused" (a deadline stopped this call; not finished)
+    # or "max_minutes", or "at_chance" (still at chance after chance_stop_epoch), or "paused" (a deadline stopped
+    # this call; not finished)
+    stop_reason: str = "completed"
     world_size: int = 1
     segments: list[dict] = dataclasses.field(default_factory=list)  # the code that trained it: see code_segments
     cells_per_gpu: int = 1  # training cells that shared the GPU when steps_per_second was measured (run --gpus)
@@ -131,9 +134,11 @@ def _train(model_fn: Callable[[], nn.Module], task: TaskData, cfg: TrainConfig, 
     run = _Training(model_fn, task, cfg, run_dir, device, info, monitor, model_config, logs, show)
     run.resume()
     stop_reason = "max_minutes" if run.budget_spent() else "completed"
-    while run.epoch < cfg.epochs and stop_reason == "completed":
+    while run.epoch < cfg.epochs and stop_reason == "completed" and not run.at_chance():
         stop_reason = run.train_epoch(on_step, deadline)
         run.end_epoch()
+    if stop_reason == "completed" and run.at_chance():
+        stop_reason = "at_chance"
     return run.finish(stop_reason)
 
 
@@ -311,6 +316,10 @@ class _Training:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             self.t_clock = time.perf_counter()
+
+    def at_chance(self) -> bool:
+        """Still at chance past the spec's ``chance_stop_epoch`` (runners/train/chance.py): stop training."""
+        return stops_at_chance(self.history, self.task.task_type, self.task.d_output, self.cfg.chance_stop_epoch)
 
     def end_epoch(self) -> None:
         """At the end of the epoch (or of the budget): evaluate on val and test, log the epoch, checkpoint."""

@@ -301,7 +301,9 @@ def prepare_data(col: str, task: dict, ctx: RunContext, work_dir: Optional[Path]
         return ctx.data_dir
     args = {k: v for k, v in prep.items() if k != "preparer"}
     version = GENERATOR_VERSIONS.get(prep["preparer"])
-    record = sorted(args.items()) + ([("generator_version", version)] if version else [])
+    # what the data is made from: its arguments but the worker count (each batch comes from its own seed)
+    record = sorted((k, v) for k, v in args.items() if k != "workers") + (
+        [("generator_version", version)] if version else [])
     homes = _data_homes(ctx.work_dir if work_dir is None else work_dir, ctx.tier)
     for home in homes:
         root = home / "data" / slug(col)
