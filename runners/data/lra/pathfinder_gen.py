@@ -368,6 +368,7 @@ class _Tables:
         masks = [(_sprite(p, margin, *b)[1] * 255).round().astype(np.uint8) for b in ids]  # (S, S) bytes
         disk = _disk(margin)
         dilated = [ndimage.grey_dilation(np.pad(m, margin), footprint=disk, mode="constant", cval=0) for m in masks]
+        self.masks, self.dilated = masks, dilated  # per sprite: (S, S) and (S + 2 margin)^2 bytes, centre = anchor
         # committing: every non-zero byte (occ, clipped to the image) and dilated byte (dil); testing: the bytes that
         # can fail the body test against some occupancy byte (the rest pass against any)
         self.occ_off, self.occ_dy, self.occ_dx, self.occ_val, self.occ_pad = _sparse(masks, lambda m: m > 0,
@@ -530,19 +531,12 @@ def _seed_heads(t: _Tables, ty: np.ndarray, tx: np.ndarray, d: np.ndarray):
     return vy, vx, _inside(t, hy, hx, vy, vx)
 
 
-def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
-    """Run k independent attempts at the two targets (``two_snakes`` / ``initialize_two_seeds``) and return the
-    successful ones, each as (state uint8 (2, trash + 1): occupancy and dilated occupancy, first, second) with a
-    target as int (C, 3) rows (anchor y, anchor x, sprite id).
-
-    The first target starts, with a heading it can start with, where ``first_starts`` allows; the second
-    seed_distance away at an integer angle (rounded half to even, as numpy rounds) with an integer heading (no
-    occupancy test). A seed whose far end or pivot leaves the image is redrawn, up to max_paddle_retrial + 1
-    times. Both then grow alternately, one paddle each per step, and any failure fails the attempt. A snake's
-    newest paddle is uncommitted until its next one is placed, and at the end only the second target's last
-    paddle is committed: the growing tips are never tested against each other, and distractors may cover the
-    first target's far end. With k = 1 the random draws are made in the original's order.
-    """
+def _seed_pairs(rng: np.random.Generator, t: _Tables, k: int) -> tuple[_Snakes, _Snakes, np.ndarray]:
+    """The seeds of k independent attempts at the two targets (``initialize_two_seeds``): the first target starts,
+    with a heading it can start with, where ``first_starts`` allows; the second seed_distance away at an integer
+    angle (rounded half to even, as numpy rounds) with an integer heading (no occupancy test). A seed whose far end
+    or pivot leaves the image is redrawn, up to max_paddle_retrial + 1 times. Returns the two snakes (one paddle
+    each) and the attempts whose two seeds were placed, in order."""
     p = t.p
     C, tries = p.contour_length, p.max_paddle_retrial + 1
     first, second = _Snakes(k, C), _Snakes(k, C)
@@ -573,7 +567,23 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
         second.place(pending[ok], ty[ok], tx[ok], t.seed_sprite[d[ok]], vy[ok], vx[ok], d[ok])
         ok2[pending[ok]] = True
         pending = pending[~ok]
-    alive = np.flatnonzero(ok2)
+    return first, second, np.flatnonzero(ok2)
+
+
+def _target_pairs_dense(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
+    """The reference for ``_target_pairs`` (same results, same random draws): each attempt keeps its occupancy and
+    dilated occupancy as images (``_Tables``), updated by ``_commit``, read by ``_extend`` and ``_fits``.
+
+    Run k independent attempts at the two targets (``two_snakes`` / ``initialize_two_seeds``) and return the
+    successful ones, each as (state uint8 (2, trash + 1): occupancy and dilated occupancy, first, second) with a
+    target as int (C, 3) rows (anchor y, anchor x, sprite id). Seeds: ``_seed_pairs``. Both then grow alternately,
+    one paddle each per step, and any failure fails the attempt. A snake's newest paddle is uncommitted until its
+    next one is placed, and at the end only the second target's last paddle is committed: the growing tips are
+    never tested against each other, and distractors may cover the first target's far end. With k = 1 the random
+    draws are made in the original's order.
+    """
+    C = t.p.contour_length
+    first, second, alive = _seed_pairs(rng, t, k)
     first.n = second.n = 1
     occ, dil = np.empty((2, alive.size, t.trash + 1), dtype=np.uint8)
     occ[:], dil[:] = t.empty_occ, t.empty_dil
@@ -586,6 +596,171 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
             snake.n += 1
     _commit(t, occ, dil, rows, second.ay[rows, -1], second.ax[rows, -1], second.sprite[rows, -1])
     return [(np.stack([occ[r], dil[r]]), first.paddles(r), second.paddles(r)) for r in rows.tolist()]
+
+
+class _PairTables:
+    """What ``_target_pairs`` reads in place of per-attempt occupancy images: an attempt is its paddle list, and the
+    two tests the search makes are answered from the paddles committed so far, one table look-up per paddle.
+
+    - The dilated occupancy at the N candidate far ends around a pivot P is the max of the empty image's (the
+      padding, dilated) and, per committed paddle with sprite s anchored at A, its dilated mask's bytes at
+      P - A + turn offsets: ``dil_rows[(s side + dy) side + dx]`` with (dy, dx) = P - A + D, an (N,) row, zeros
+      (the last row) where P - A lies farther than D = half + margin + radius apart. ``border_rows`` holds the empty
+      image's row per pivot, 255 at far ends outside the image (their weight is 0 either way). Pivots lie within
+      radius + step + 1 of the image (a pivot is one step on from a pivot whose far end, or a seed's own pivot,
+      lies inside), which is the frame of ``border_rows``.
+    - The body test of a new paddle (sprite n anchored at a far end inside the image) against the occupancy (the
+      max of the committed masks, clipped to the image, and the padding at 255) passes where it passes against the
+      padding (``border_fits[n, y, x]``) and against every committed paddle alone (``pair_fits[c, n, dy, dx]``,
+      (dy, dx) = new anchor - committed anchor + 2 half, True beyond). A max-composite passes a threshold test where
+      each of its parts does; the clipping drops no failing pixel where the padding test passes, because the
+      pixels of a paddle that can fail at all form one 8-connected piece around its anchor (checked here): one of
+      them outside the image puts another on the padding.
+    """
+
+    def __init__(self, t: _Tables):
+        p, margin, R, half = t.p, t.margin, t.R, t.half
+        radius, N, ns = p.paddle_length + margin, t.turn_dy.size, len(t.masks)
+        self.R, self.N, self.ns = R, N, ns
+        risky = ~_FITS.all(axis=0)  # (256,): mask bytes that can fail the body test
+        eight = np.ones((3, 3), dtype=bool)
+        for s, m in enumerate(t.masks):
+            labels, pieces = ndimage.label(risky[m], structure=eight)
+            if pieces != 1 or not risky[m[half, half]]:
+                raise ValueError(f"pathfinder{R} margin {margin}: sprite {s}'s pixels that can fail the body test do "
+                                 f"not form one piece around its anchor; the paddle-list search does not apply")
+        # dilated occupancy at the far ends, per committed paddle: (ns side side + 1, N)
+        hd = half + margin  # half size of a dilated mask
+        self.D = D = hd + radius
+        self.side = side = 2 * D + 1
+        big = np.zeros((ns, 2 * (hd + D + radius) + 1, 2 * (hd + D + radius) + 1), dtype=np.uint8)
+        c = hd + D + radius
+        for s, d in enumerate(t.dilated):
+            big[s, c - hd:c + hd + 1, c - hd:c + hd + 1] = d
+        oy = c + np.arange(-D, D + 1)[:, None, None] + t.turn_dy  # (side, 1, N)
+        ox = c + np.arange(-D, D + 1)[None, :, None] + t.turn_dx  # (1, side, N)
+        self.dil_rows = np.concatenate([big[:, oy, ox].reshape(ns * side * side, N), np.zeros((1, N), np.uint8)])
+        self.dil_none = ns * side * side
+        # the empty image's dilated occupancy at the far ends, per pivot in a frame F around the image: (bs^2, N)
+        self.F = F = radius + p.paddle_length + 2 * margin + 1
+        self.bs = bs = R + 2 * F
+        frame = np.full((bs + 2 * radius, bs + 2 * radius), 255, dtype=np.uint8)
+        frame[F + radius:F + radius + R, F + radius:F + radius + R] = t.image(t.empty_dil)
+        py = radius + np.arange(bs)[:, None, None] + t.turn_dy  # (bs, 1, N)
+        px = radius + np.arange(bs)[None, :, None] + t.turn_dx  # (1, bs, N)
+        self.border_rows = np.ascontiguousarray(frame[py, px].reshape(bs * bs, N))
+        # body test against one committed paddle: (ns, ns, side2, side2) flattened, then True for "too far apart"
+        self.Dh = Dh = 2 * half
+        self.side2 = side2 = 2 * Dh + 1
+        S = 2 * half + 1
+        occ = np.zeros((ns, S + 2 * Dh, S + 2 * Dh), dtype=np.uint8)
+        for s, m in enumerate(t.masks):
+            occ[s, Dh:Dh + S, Dh:Dh + S] = m
+        need = np.argmax(~_FITS, axis=0)  # (256,): the lowest occupancy byte a mask byte fails against
+        bits = np.left_shift(np.uint64(1), np.arange(S + 2 * Dh, dtype=np.uint64))  # columns as bits of a uint64
+        levels = {int(v): ((occ >= v) * bits).sum(axis=2, dtype=np.uint64) for v in np.unique(need[risky])}
+        window = np.uint64((1 << side2) - 1)
+        fail = np.zeros((ns, ns, side2), dtype=np.uint64)  # (committed, new, dy): bit dx set where the pair fails
+        for n, m in enumerate(t.masks):
+            for hy, hx in np.argwhere(risky[m]).tolist():
+                # the new paddle's pixel (hy, hx) of its window lies at committed-window pixel (dy, dx) + (hy, hx)
+                fail[:, n] |= (levels[int(need[m[hy, hx]])][:, hy:hy + side2] >> np.uint64(hx)) & window
+        fail = (fail[..., None] >> np.arange(side2, dtype=np.uint64)) & np.uint64(1)  # (ns, ns, side2, side2)
+        self.pair_fits = np.append(fail.reshape(-1) == 0, True)
+        self.pair_none = fail.size
+        # body test against the padding, per sprite and anchor inside the image: (ns R R,); an anchor farther than
+        # half + padding from every edge keeps the whole window off the padding
+        empty = np.zeros((R + 2 * half, R + 2 * half), dtype=np.uint8)
+        empty[half:half + R, half:half + R] = t.image(t.empty_occ)
+        fits = np.ones((ns, R, R), dtype=bool)
+        inner = np.zeros((R, R), dtype=bool)
+        b = half + p.padding
+        inner[b:R - b, b:R - b] = True
+        band_y, band_x = np.nonzero(~inner)  # (K,) anchors near an edge
+        for n, m in enumerate(t.masks):
+            hy, hx = np.nonzero(risky[m])  # (H,) window pixels that can fail
+            occ_at = empty[band_y[:, None] + hy, band_x[:, None] + hx]  # (K, H): the padding under them
+            fits[n, band_y, band_x] = _FITS[occ_at, m[hy, hx]].all(axis=1)
+        self.border_fits = fits.reshape(-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _pair_tables(p: PathfinderParams, margin: int) -> _PairTables:
+    return _PairTables(_tables(p, margin))
+
+
+def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
+    """``_target_pairs_dense`` on paddle lists (``_PairTables``): the same successes, in the same order, from the
+    same random draws.
+
+    An attempt is its paddles in the order the original commits them (first[0], second[0], first[1], ...): when a
+    snake grows, the committed ones are a prefix of that list, all but the two newest. Live attempts are kept
+    compact, in order; only the successes get occupancy images, at the end."""
+    p, g = t.p, _pair_tables(t.p, t.margin)
+    C, tries, R, N = p.contour_length, p.max_paddle_retrial + 1, t.R, g.N
+    first, second, alive = _seed_pairs(rng, t, k)
+    n = alive.size
+    ay, ax, sp = (np.zeros((n, 2 * C), dtype=np.int64) for _ in range(3))  # paddles in commit order
+    for col, s in ((0, first), (1, second)):
+        ay[:, col], ax[:, col], sp[:, col] = s.ay[alive, 0], s.ax[alive, 0], s.sprite[alive, 0]
+    py = np.stack([first.py[alive], second.py[alive]], 1)  # (n, 2): each snake's last pivot and heading
+    px = np.stack([first.px[alive], second.px[alive]], 1)
+    head = np.stack([first.head[alive], second.head[alive]], 1)
+    step = float(p.paddle_length + 2 * t.margin)
+    reach_y, reach_x = step * t.sin, step * t.cos  # (360 + N,): a pivot's move per heading, as _ceil_step makes it
+    for i in range(1, C):
+        for x in (0, 1):
+            c = 2 * (i - 1) + x  # committed paddles
+            h = head[:, x]
+            vy = np.ceil(py[:, x] + reach_y[h]).astype(np.int64)  # the new pivots (n,)
+            vx = np.ceil(px[:, x] + reach_x[h]).astype(np.int64)
+            if n and (min(vy.min(), vx.min()) < -g.F or max(vy.max(), vx.max()) >= R + g.F):
+                raise AssertionError("_target_pairs: a pivot left the frame of its tables")
+            dil = g.border_rows.take((vy + g.F) * g.bs + vx + g.F, axis=0)  # (n, N) bytes
+            if c:
+                dy, dx = vy[:, None] - ay[:, :c] + g.D, vx[:, None] - ax[:, :c] + g.D  # (n, c)
+                near = (dy.view(np.uint64) < g.side) & (dx.view(np.uint64) < g.side)
+                rows = np.where(near, (sp[:, :c] * g.side + dy) * g.side + dx, g.dil_none)
+                np.maximum(dil, g.dil_rows.take(rows, axis=0).max(axis=1), out=dil)
+            pmf = _FREE[dil] * t.turn_weight.take(h, axis=0)  # (n, N): as _extend's (far ends outside weigh 0)
+            total = pmf.sum(axis=1)
+            live = total >= MIN_TOTAL_WEIGHT
+            cmf = np.cumsum(pmf / np.where(live, total, 1.0)[:, None], axis=1)
+            chosen = np.full(n, -1)
+            pending = np.flatnonzero(live)
+            for _ in range(tries):
+                if pending.size == 0:
+                    break
+                j = (cmf[pending] <= rng.random(pending.size)[:, None]).sum(axis=1)
+                edge = np.flatnonzero(j == N)  # the original's argmax over an all-false test: the first far end inside
+                if edge.size:
+                    ey, ex = vy[pending[edge], None] + t.turn_dy, vx[pending[edge], None] + t.turn_dx
+                    j[edge] = ((ey >= 0) & (ey < R) & (ex >= 0) & (ex < R)).argmax(axis=1)
+                ny, nx, ns = vy[pending] + t.turn_dy[j], vx[pending] + t.turn_dx[j], t.turn_sprite[j]
+                fit = g.border_fits[(ns * R + ny) * R + nx]
+                if c:
+                    dy, dx = ny[:, None] - ay[pending, :c] + g.Dh, nx[:, None] - ax[pending, :c] + g.Dh  # (m, c)
+                    near = (dy.view(np.uint64) < g.side2) & (dx.view(np.uint64) < g.side2)
+                    pair = ((sp[pending, :c] * g.ns + ns[:, None]) * g.side2 + dy) * g.side2 + dx
+                    fit &= g.pair_fits[np.where(near, pair, g.pair_none)].all(axis=1)
+                chosen[pending[fit]] = j[fit]
+                pending = pending[~fit]
+            keep = np.flatnonzero(chosen >= 0)
+            j, n = chosen[keep], keep.size
+            ay, ax, sp, py, px, head, alive = (a[keep] for a in (ay, ax, sp, py, px, head, alive))
+            vy, vx = vy[keep], vx[keep]
+            col = 2 * i + x
+            ay[:, col], ax[:, col], sp[:, col] = vy + t.turn_dy[j], vx + t.turn_dx[j], t.turn_sprite[j]
+            py[:, x], px[:, x], head[:, x] = vy, vx, 360 + j
+    # occupancy images of the successes: every paddle but the first target's last, committed in order
+    occ, dil = np.empty((2, n, t.trash + 1), dtype=np.uint8)
+    occ[:], dil[:] = t.empty_occ, t.empty_dil
+    rows = np.arange(n)
+    for col in range(2 * C):
+        if col != 2 * C - 2:
+            _commit(t, occ, dil, rows, ay[:, col], ax[:, col], sp[:, col])
+    return [(np.stack([occ[r], dil[r]]), np.stack([ay[r, 0::2], ax[r, 0::2], sp[r, 0::2]], 1),
+             np.stack([ay[r, 1::2], ax[r, 1::2], sp[r, 1::2]], 1)) for r in range(n)]
 
 
 def _distractor(rng: np.random.Generator, t: _Tables, state: np.ndarray) -> Optional[np.ndarray]:
