@@ -379,6 +379,7 @@ class _Tables:
         # seeds: which headings can start, their elements, and the first target's free starts per heading
         self.seed_offsets = [_seed_offsets(p, margin, t) for t in theta[:360]]
         self.usable = np.array([_usable(o) for o in self.seed_offsets])
+        self.start_gap = max(int(np.abs(o[:, 1]).max(initial=0)) for o in self.seed_offsets) + 1  # see _Starts
         b = max(2 * p.seed_distance, p.padding)
         taken = np.ones((self.R, self.R), dtype=bool)
         taken[b:self.R - b, b:self.R - b] = False
@@ -395,6 +396,17 @@ class _Tables:
         dil = ndimage.grey_dilation(np.pad(occ, margin), footprint=disk, mode="constant", cval=0)[margin:-margin,
                                                                                                   margin:-margin]
         self.empty_occ, self.empty_dil = (np.append(np.pad(a, pad).ravel(), np.uint8(0)) for a in (occ, dil))
+
+    @functools.lru_cache(maxsize=None)
+    def start_shifts(self, stride: int) -> list[list[int]]:
+        """Per heading id: its seed element's offsets as shifts of a bit image with row stride ``stride``."""
+        return [(o[:, 0] * stride + o[:, 1]).tolist() for o in self.seed_offsets]
+
+    @functools.lru_cache(maxsize=None)
+    def start_image(self, stride: int) -> int:
+        """The bits of the image's pixels in a bit image with row stride ``stride``."""
+        row = (1 << self.R) - 1
+        return sum(row << (y * stride) for y in range(self.R))
 
     def image(self, occ: np.ndarray) -> np.ndarray:
         """uint8 (R, R): the in-image part of one flat occupancy (or dilated occupancy)."""
@@ -763,39 +775,132 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
              np.stack([ay[r, 1::2], ax[r, 1::2], sp[r, 1::2]], 1)) for r in range(n)]
 
 
-def _distractor(rng: np.random.Generator, t: _Tables, state: np.ndarray) -> Optional[np.ndarray]:
+#: uint8 (256,): set bits per byte; uint8 (256, 8): the position of each byte's k-th set bit (lowest first)
+_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
+_NTH_BIT = np.array([[([b for b in range(8) if v >> b & 1] + [0] * 8)[k] for k in range(8)] for v in range(256)],
+                    dtype=np.uint8)
+
+
+class _Starts:
+    """The starts a distractor may draw on one image's state, as ``_free_starts`` finds them, with the image as one
+    integer of bits (bit y stride + x for pixel (y, x); the stride leaves a gap of zero bits wider than any offset
+    between rows): a start q is free when no taken bit lies at q + o for an offset o of the heading's element, so
+    the blocked bits are the OR of the taken bits shifted by each offset. Pixels beyond the image read as zeros, as
+    ``_free_starts`` leaves them out."""
+
+    def __init__(self, t: _Tables, state: np.ndarray):
+        self.t, R = t, t.R
+        taken = _TAKEN[t.image(state[0])]  # (R, R)
+        self.crowded = float((~taken).mean()) < STOP_AVAILABILITY
+        taken[0, :] = taken[-1, :] = taken[:, 0] = taken[:, -1] = True
+        self.stride = stride = R + t.start_gap
+        rows = np.zeros((R, stride), dtype=bool)
+        rows[:, :R] = taken
+        self.nbytes = (R * stride + 7) // 8
+        self.taken = int.from_bytes(np.packbits(rows.reshape(-1), bitorder="little").tobytes(), "little")
+        self._free: dict[int, int] = {}
+
+    def free(self, d: int) -> int:
+        """The free starts of heading id ``d`` as bits (0 when the heading cannot start or the image is crowded)."""
+        if d not in self._free:
+            t, bits = self.t, 0
+            if t.usable[d] and not self.crowded:
+                taken, blocked = self.taken, 0
+                for shift in t.start_shifts(self.stride)[d]:  # blocked[q] |= taken[q + shift]
+                    blocked |= taken >> shift if shift >= 0 else taken << -shift
+                bits = t.start_image(self.stride) & ~blocked
+            self._free[d] = bits
+        return self._free[d]
+
+    def count(self, d: int) -> int:
+        return self.free(d).bit_count()
+
+    def pick(self, d: int, k: int) -> tuple[int, int]:
+        """(y, x) of the k-th free start of heading id ``d`` in row-major order (as ``_free_starts(...)[k]``)."""
+        by = np.frombuffer(self.free(d).to_bytes(self.nbytes, "little"), dtype=np.uint8)
+        seen = np.cumsum(_POPCOUNT[by])  # free starts up to each byte
+        i = int(np.searchsorted(seen, k, side="right"))
+        q = i * 8 + int(_NTH_BIT[by[i], k - (int(seen[i - 1]) if i else 0)])
+        return divmod(q, self.stride)
+
+
+def _commit_one(t: _Tables, occ: np.ndarray, dil: np.ndarray, y: int, x: int, sprite: int) -> None:
+    """``_commit`` of one paddle into one state (``occ``, ``dil``: flat (trash + 1,) uint8) through windows: its
+    mask maxed into the occupancy inside the image, its dilated mask into the dilated occupancy. (The spare cell,
+    which ``_commit`` also maxes the clipped-off bytes into, is left alone: no test reads it.)"""
+    R, W, q, h = t.R, t.width, t.pad, t.half
+    occ2, dil2 = occ[:t.trash].reshape(W, W), dil[:t.trash].reshape(W, W)
+    y0, y1, x0, x1 = max(y - h, 0), min(y + h, R - 1), max(x - h, 0), min(x + h, R - 1)
+    if y0 <= y1 and x0 <= x1:
+        win = occ2[y0 + q:y1 + q + 1, x0 + q:x1 + q + 1]
+        np.maximum(win, t.masks[sprite][y0 - y + h:y1 - y + h + 1, x0 - x + h:x1 - x + h + 1], out=win)
+    e = h + t.margin
+    win = dil2[y + q - e:y + q + e + 1, x + q - e:x + q + e + 1]
+    np.maximum(win, t.dilated[sprite], out=win)
+
+
+def _extend_one(rng: np.random.Generator, t: _Tables, occ: np.ndarray, dil: np.ndarray, paddles: list,
+                pivot: list) -> bool:
+    """``_extend`` for one snake on one state (``occ``, ``dil``: flat (trash + 1,) uint8), with the same random draws
+    and results: ``paddles`` is its list of (anchor y, anchor x, sprite id), ``pivot`` [y, x, heading id]; on
+    success the new paddle is appended, the previous one committed and ``pivot`` updated."""
+    p, R, W, q = t.p, t.R, t.width, t.pad
+    py0, px0, h = pivot
+    step = float(p.paddle_length + 2 * t.margin)
+    py, px = math.ceil(py0 + step * float(t.sin[h])), math.ceil(px0 + step * float(t.cos[h]))
+    cy, cx = py + t.turn_dy, px + t.turn_dx  # (N,)
+    inside = (cy >= 0) & (cy < R) & (cx >= 0) & (cx < R)
+    pmf = (_FREE[dil[np.where(inside, (cy + q) * W + cx + q, t.trash)]] * t.turn_weight[h] * inside)[None]  # (1, N)
+    total = pmf.sum(axis=1)
+    if not total[0] >= MIN_TOTAL_WEIGHT:
+        return False
+    cmf = np.cumsum(pmf / total[:, None], axis=1)[0]
+    for _ in range(p.max_paddle_retrial + 1):
+        j = int((cmf <= rng.random(1)[0]).sum())
+        if j == cmf.size:  # the original's argmax over an all-false test
+            j = int(inside.argmax())
+        ny, nx, ns = py + int(t.turn_dy[j]), px + int(t.turn_dx[j]), int(t.turn_sprite[j])
+        if _FITS[occ[(ny + q) * W + nx + q + t.fit_off[ns]], t.fit_val[ns]].all():
+            break
+    else:
+        return False
+    _commit_one(t, occ, dil, *paddles[-1])
+    paddles.append((ny, nx, ns))
+    pivot[:] = [py, px, 360 + j]
+    return True
+
+
+def _distractor(rng: np.random.Generator, t: _Tables, state: np.ndarray,
+                starts: Optional[_Starts] = None) -> Optional[np.ndarray]:
     """One distractor snake (``make_snake``) on one image's ``state`` (uint8 (2, trash + 1): occupancy and dilated
     occupancy, see ``_Tables``), committed on success and returned as int (distractor_length, 3) rows (anchor y,
-    anchor x, sprite id); on failure the state is left as it was.
+    anchor x, sprite id); on failure the state is left as it was. ``starts``: ``_Starts`` of this state, if at
+    hand (it stays valid while attempts fail).
 
     Its start is drawn as the original's: the occupancy with a one-pixel frame taken, dilated by the heading's seed
-    element (``_free_starts``); no start once less than STOP_AVAILABILITY of the image is free."""
+    element (``_free_starts``, here ``_Starts``); no start once less than STOP_AVAILABILITY of the image is free.
+    It grows by ``_extend_one``."""
     p = t.p
-    taken = _TAKEN[t.image(state[0])]  # (R, R)
-    crowded = float((~taken).mean()) < STOP_AVAILABILITY
-    taken[0, :] = taken[-1, :] = taken[:, 0] = taken[:, -1] = True
-    snake = _Snakes(1, p.distractor_length)
+    starts = starts or _Starts(t, state)
     for _ in range(p.max_paddle_retrial + 1):
         d = int(rng.integers(-180, 180)) + 180
-        free = _free_starts(taken, t.seed_offsets[d]) if t.usable[d] and not crowded else ()
-        if len(free) == 0:
+        count = starts.count(d)
+        if count == 0:
             return None
-        ty, tx = (np.array([v]) for v in free[rng.integers(len(free))])
-        vy, vx, ok = _seed_heads(t, ty, tx, np.array([d]))
+        ty, tx = starts.pick(d, int(rng.integers(count)))
+        vy, vx, ok = _seed_heads(t, np.array([ty]), np.array([tx]), np.array([d]))
         if ok[0]:
-            snake.place(np.zeros(1, np.int64), ty, tx, t.seed_sprite[[d]], vy, vx, np.array([d]))
             break
     else:
         return None
-    snake.n = 1
-    rows, work = np.zeros(1, np.int64), state[:, None, :].copy()  # (2, 1, trash + 1): the state while it grows
+    paddles, pivot = [(ty, tx, int(t.seed_sprite[d]))], [int(vy[0]), int(vx[0]), d]
+    occ, dil = state[0].copy(), state[1].copy()  # the state while it grows
     for _ in range(p.distractor_length - 1):
-        if not _extend(rng, t, work[0], work[1], snake, rows)[0]:
+        if not _extend_one(rng, t, occ, dil, paddles, pivot):
             return None
-        snake.n += 1
-    _commit(t, work[0], work[1], rows, snake.ay[:, -1], snake.ax[:, -1], snake.sprite[:, -1])
-    state[:] = work[:, 0]
-    return snake.paddles(0)
+    _commit_one(t, occ, dil, *paddles[-1])
+    state[0], state[1] = occ, dil
+    return np.array(paddles, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -888,12 +993,14 @@ def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int, *
     t = _tables(p, margin)
     state, first, second = (pool or PairPool()).take(rng, t, batch)
     state = state.copy()
-    distractors = []
+    distractors, starts = [], None
     for _ in range(p.num_distractors):
         for _ in range(p.max_snake_retrial + 1):
-            snake = _distractor(rng, t, state)
+            starts = starts or _Starts(t, state)  # a failed attempt leaves the state as it was
+            snake = _distractor(rng, t, state, starts)
             if snake is not None:
                 distractors.append(snake)
+                starts = None
                 break
     origin = int(rng.integers(2))
     terminal = origin if label == 1 else 1 - origin
