@@ -96,6 +96,8 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
+import zlib
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -105,7 +107,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from scipy import ndimage
 
-from runners.atomic import atomic_path, write_text_atomic
+from runners.atomic import write_text_atomic
 from runners.data.lra.layout import PATHFINDER_DIFFICULTY as DIFFICULTY
 from runners.data.progress import progress_bar
 
@@ -1017,6 +1019,13 @@ def sample_geometry(rng: np.random.Generator, p: PathfinderParams, label: int, *
 
 
 
+@functools.lru_cache(maxsize=None)
+def _paddle_value(p: PathfinderParams, margin: int, dy: int, dx: int, contrast: float) -> np.ndarray:
+    """float32 (S, S): a paddle's picture (``_sprite``) as it is composited: bytes / 255 times its contrast, rounded
+    to float32 as the original stores it."""
+    return (_sprite(p, margin, dy, dx)[0] / 255.0 * contrast).astype(np.float32)
+
+
 def _draw_snakes(image: np.ndarray, snakes: list, contrasts: list, p: PathfinderParams, margin: int) -> None:
     """Max-composite the paddles of ``snakes`` (paddle lists) into ``image`` (float64 (R, R)), each paddle's
     bytes / 255 times its contrast, rounded to float32 as the original stores them."""
@@ -1026,8 +1035,7 @@ def _draw_snakes(image: np.ndarray, snakes: list, contrasts: list, p: Pathfinder
             w = _window(anchor, half, R)
             if w is None:
                 continue
-            line, _ = _sprite(p, margin, *blown)
-            value = (line[w[2], w[3]] / 255.0 * c).astype(np.float32)
+            value = _paddle_value(p, margin, *blown, float(c))[w[2], w[3]]
             np.maximum(image[w[0], w[1]], value, out=image[w[0], w[1]])
 
 
@@ -1041,14 +1049,53 @@ def _marker(p: PathfinderParams, centre: tuple) -> np.ndarray:
     return _bytes_resize(disk, R)
 
 
+#: a marker's reach (1x pixels) beyond its radius: Lanczos-3 at the antialias scale 2 spreads 3 pixels, plus one
+_MARKER_SPREAD = 4
+
+
+@functools.lru_cache(maxsize=None)
+def _marker_sprite(p: PathfinderParams) -> tuple[np.ndarray, int]:
+    """(uint8 (2 M + 1, 2 M + 1), M): ``_marker`` around a centre far from the edges, cropped to M pixels around it.
+    A marker whose window stays ``_marker_edge`` pixels inside the image is this sprite moved there (the resize of
+    whole antialias-scale pixel pairs is the same everywhere but where its kernel meets the edge)."""
+    m = math.ceil(p.marker_radius) + _MARKER_SPREAD
+    c = p.resolution // 2
+    full = _marker(p, (c, c))
+    sprite = full[c - m:c + m + 1, c - m:c + m + 1].copy()
+    if full.sum(dtype=np.int64) != sprite.sum(dtype=np.int64):
+        raise ValueError(f"pathfinder{p.resolution}: the marker reaches beyond its sprite")
+    return sprite, m
+
+
+def _marker_edge(p: PathfinderParams) -> int:
+    """How far (pixels) a marker's centre must lie from every edge to be drawn from ``_marker_sprite``."""
+    return 2 * _marker_sprite(p)[1] + 1
+
+
+def markers_image(p: PathfinderParams, centres: tuple) -> np.ndarray:
+    """uint8 (R, R): the max of ``_marker`` at each centre, each drawn from ``_marker_sprite`` where it lies far
+    enough inside the image, else as ``_marker`` draws it."""
+    R = p.resolution
+    out = np.zeros((R, R), dtype=np.uint8)
+    sprite, m = _marker_sprite(p)
+    edge = _marker_edge(p)
+    for centre in centres:
+        cy, cx = int(round(centre[0])), int(round(centre[1]))
+        if edge <= cy < R - edge and edge <= cx < R - edge:
+            win = out[cy - m:cy + m + 1, cx - m:cx + m + 1]
+            np.maximum(win, sprite, out=win)
+        else:
+            np.maximum(out, _marker(p, (cy, cx)), out=out)
+    return out
+
+
 def intensity_image(g: SampleGeometry, p: PathfinderParams) -> np.ndarray:
     """float64 (R, R): the image before its final scaling: paddles (each drawn alone, times its contrast) and the
     two markers (intensity 1), max-composited as the original does."""
     image = np.zeros((p.resolution,) * 2)  # (R, R)
     _draw_snakes(image, g.targets, g.target_contrasts, p, g.margin)
     _draw_snakes(image, g.distractors, g.distractor_contrasts, p, g.margin)
-    markers = np.maximum(_marker(p, g.markers[0]), _marker(p, g.markers[1])) / 255.0
-    return np.maximum(image, markers)
+    return np.maximum(image, markers_image(p, g.markers) / 255.0)
 
 
 def bytescale(image: np.ndarray) -> np.ndarray:
@@ -1086,9 +1133,29 @@ def metadata_line(batch: int, i: int, label: int, p: PathfinderParams, margin: i
     return " ".join(str(f) for f in fields)
 
 
+#: zlib level of the PNGs written (3: about PIL's default size, five times faster)
+PNG_LEVEL = 3
+
+
+def png_bytes(image: np.ndarray, level: int = PNG_LEVEL) -> bytes:
+    """A grayscale PNG (8 bits, no interlacing, no row filter) of uint8 (H, W) ``image``, zlib ``level``."""
+    if image.dtype != np.uint8 or image.ndim != 2:
+        raise ValueError(f"png_bytes: image must be uint8 (H, W), got {image.dtype} {image.shape}")
+    h, w = image.shape
+    raw = np.zeros((h, w + 1), dtype=np.uint8)  # each row: filter type 0, then its bytes
+    raw[:, 1:] = image
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw.tobytes(), level)) + chunk(b"IEND", b""))
+
+
 def _save_png(path: Path, image: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        Image.fromarray(image, mode="L").save(tmp, format="PNG")
+    """Write the PNG in place: a batch's images count only once its metadata is written (last), so a batch cut short
+    is written again whole."""
+    path.write_bytes(png_bytes(image))
 
 
 def draw_label(rng: np.random.Generator) -> int:
