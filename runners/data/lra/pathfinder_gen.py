@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import struct
 import zlib
 from dataclasses import asdict, dataclass
@@ -1193,18 +1194,21 @@ def generate_pathfinder(out: Path, *, resolution: int = 32, n: int = 200000, per
     """Write n images in the release layout under ``out/pathfinder<R>/curv_contour_length_14``; returns it.
 
     Batch k holds images per_batch * k ... (the last batch may be smaller) and is seeded by
-    (seed, resolution, k), so the output does not depend on ``workers``.
+    (seed, resolution, k), so the output does not depend on ``workers`` (processes; at most one per core and per
+    batch: the work is all CPU).
     """
     p = pathfinder_params(resolution)
-    if n < 1 or per_batch < 1:
-        raise ValueError(f"generate_pathfinder: n and per_batch must be >= 1, got {n}, {per_batch}")
+    for name, value in (("n", n), ("per_batch", per_batch), ("workers", workers)):
+        if value < 1:
+            raise ValueError(f"generate_pathfinder: {name} must be >= 1, got {value}")
     folder = Path(out) / f"pathfinder{resolution}" / DIFFICULTY
     (folder / "metadata").mkdir(parents=True, exist_ok=True)
     n_batches = math.ceil(n / per_batch)
     jobs = [(str(folder), k, min(per_batch, n - k * per_batch), asdict(p), seed) for k in range(n_batches)]
     with progress_bar(n, f"pathfinder{resolution}", "img", show=None if progress else False) as bar:
-        if workers > 1 and n_batches > 1:
-            with get_context("spawn").Pool(min(workers, n_batches)) as pool:
+        workers = min(workers, n_batches, os.cpu_count() or 1)
+        if workers > 1:
+            with get_context("spawn").Pool(workers) as pool:
                 for done in pool.imap_unordered(make_batch, jobs):
                     bar.update(done)
         else:
