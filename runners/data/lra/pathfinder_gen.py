@@ -683,19 +683,15 @@ class _PairTables:
         fail = (fail[..., None] >> np.arange(side2, dtype=np.uint64)) & np.uint64(1)  # (ns, ns, side2, side2)
         self.pair_fits = np.append(fail.reshape(-1) == 0, True)
         self.pair_none = fail.size
-        # body test against the padding, per sprite and anchor inside the image: (ns R R,); an anchor farther than
-        # half + padding from every edge keeps the whole window off the padding
-        empty = np.zeros((R + 2 * half, R + 2 * half), dtype=np.uint8)
-        empty[half:half + R, half:half + R] = t.image(t.empty_occ)
-        fits = np.ones((ns, R, R), dtype=bool)
-        inner = np.zeros((R, R), dtype=bool)
-        b = half + p.padding
-        inner[b:R - b, b:R - b] = True
-        band_y, band_x = np.nonzero(~inner)  # (K,) anchors near an edge
-        for n, m in enumerate(t.masks):
-            hy, hx = np.nonzero(risky[m])  # (H,) window pixels that can fail
-            occ_at = empty[band_y[:, None] + hy, band_x[:, None] + hx]  # (K, H): the padding under them
-            fits[n, band_y, band_x] = _FITS[occ_at, m[hy, hx]].all(axis=1)
+        # body test against the padding, per sprite and anchor inside the image: (ns R R,). The padding holds 255,
+        # which every pixel that can fail fails against: a paddle fails where one of them lies on the padding
+        empty = t.image(t.empty_occ)
+        if not np.isin(empty, (0, 255)).all():
+            raise ValueError(f"pathfinder{R}: the empty occupancy must hold only 0 and 255")
+        padding = (empty == 255).astype(np.int32)  # (R, R)
+        fits = np.empty((ns, R, R), dtype=bool)
+        for n, m in enumerate(t.masks):  # (correlate: out[y, x] = sum of kernel[i, j] padding[y + i - half, ...])
+            fits[n] = ndimage.correlate(padding, risky[m].astype(np.int32), mode="constant", cval=0) == 0
         self.border_fits = fits.reshape(-1)
 
 
