@@ -725,24 +725,33 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
             h = head[:, x]
             vy = np.ceil(py[:, x] + reach_y[h]).astype(np.int64)  # the new pivots (n,)
             vx = np.ceil(px[:, x] + reach_x[h]).astype(np.int64)
-            if n and (min(vy.min(), vx.min()) < -g.F or max(vy.max(), vx.max()) >= R + g.F):
+            fy, fx = vy + g.F, vx + g.F
+            if n and max(fy.view(np.uint64).max(), fx.view(np.uint64).max()) >= g.bs:
                 raise AssertionError("_target_pairs: a pivot left the frame of its tables")
-            dil = g.border_rows.take((vy + g.F) * g.bs + vx + g.F, axis=0)  # (n, N) bytes
+            dil = g.border_rows.take(fy * g.bs + fx, axis=0)  # (n, N) bytes
             if c:
                 dy, dx = vy[:, None] - ay[:, :c] + g.D, vx[:, None] - ax[:, :c] + g.D  # (n, c)
                 near = (dy.view(np.uint64) < g.side) & (dx.view(np.uint64) < g.side)
-                rows = np.where(near, (sp[:, :c] * g.side + dy) * g.side + dx, g.dil_none)
-                np.maximum(dil, g.dil_rows.take(rows, axis=0).max(axis=1), out=dil)
+                rows = np.where(near, (sp[:, :c] * g.side + dy) * g.side + dx, g.dil_none).T  # (c, n)
+                for r in rows:
+                    np.maximum(dil, g.dil_rows.take(r, axis=0), out=dil)
             pmf = _FREE[dil] * t.turn_weight.take(h, axis=0)  # (n, N): as _extend's (far ends outside weigh 0)
             total = pmf.sum(axis=1)
             live = total >= MIN_TOTAL_WEIGHT
-            cmf = np.cumsum(pmf / np.where(live, total, 1.0)[:, None], axis=1)
+            cmf = np.empty((N, n))  # far end j's cumulative weight in row j (rows add contiguously)
+            np.divide(pmf.T, np.where(live, total, 1.0), out=cmf)
+            if n > 64:
+                for q in range(1, N):
+                    cmf[q] += cmf[q - 1]
+            else:
+                np.cumsum(cmf, axis=0, out=cmf)
             chosen = np.full(n, -1)
             pending = np.flatnonzero(live)
             for _ in range(tries):
                 if pending.size == 0:
                     break
-                j = (cmf[pending] <= rng.random(pending.size)[:, None]).sum(axis=1)
+                draws = rng.random(pending.size)
+                j = ((cmf if pending.size == n else cmf[:, pending]) <= draws).sum(axis=0)
                 edge = np.flatnonzero(j == N)  # the original's argmax over an all-false test: the first far end inside
                 if edge.size:
                     ey, ex = vy[pending[edge], None] + t.turn_dy, vx[pending[edge], None] + t.turn_dx
