@@ -173,3 +173,21 @@ def test_generate_cli_times_generation_and_load(tmp_path, capsys):
         with pytest.raises(SystemExit):
             generate_main(["pathfinder", "--out", str(tmp_path), arg, value])
         assert f"{arg} must be >= 1" in capsys.readouterr().err
+
+
+def test_the_loaders_plain_png_path_matches_pil(tmp_path):
+    from runners.data.lra.pathfinder import _decode, _plain_png
+
+    rng = np.random.default_rng(1)
+    image = rng.integers(0, 256, size=(32, 32), dtype=np.uint8)
+    ours, pils = tmp_path / "ours.png", tmp_path / "pil.png"
+    ours.write_bytes(G.png_bytes(image))
+    Image.fromarray(image, mode="L").save(pils)  # PIL filters its rows: decoded by PIL
+    assert np.array_equal(_plain_png(ours.read_bytes(), 32), image) and _plain_png(pils.read_bytes(), 32) is None
+    assert np.array_equal(_decode(ours, 32), image) and np.array_equal(_decode(pils, 32), image)
+    data = G.png_bytes(image)
+    assert _plain_png(data, 33) is None  # another size
+    assert _plain_png(data[:-20], 32) is None  # cut short
+    broken = bytearray(data)
+    broken[40] ^= 1  # a flipped bit in the pixel data: its CRC no longer matches
+    assert _plain_png(bytes(broken), 32) is None

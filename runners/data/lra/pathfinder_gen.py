@@ -35,9 +35,16 @@ generated its data with), step by step, in its own code:
 
 Attempts at the two targets are independent, so many are run at once as arrays (``_target_pairs``) and the successes
 kept for the next images (``PairPool``): the same distribution as restarting one attempt at a time, as the original
-does. On one core of a CI-class CPU (geometry and rendering, PNGs not written;
-results/diagnostics/pathfinder32_statistics_20261127T1343.log): 4.7 ms per image at 32 x 32, 52 ms at 128 (Path-X);
-the original took 0.20 s and 2.3 s with PNGs (timed outside the suite). With ``batch=1`` the random draws are made
+does. Most of an image's time goes to that search (at 128 x 128 about 700 attempts per pair found with margin 3, 55
+with margin 2), the rest to the distractors, the rendering and the PNG. Each part has a fast path that gives the same
+bytes from the same random draws as the reference it replaced, which stays here for the tests
+(tests/test_pathfinder_fast_paths.py): the search reads paddle lists (``_PairTables``: one table look-up per
+committed paddle) instead of an occupancy image per attempt (``_target_pairs_dense``); distractor starts come from a
+bit image (``_Starts``, for ``_free_starts``) and a distractor grows through windows (``_extend_one``, for the
+batched ``_extend`` on one row); markers are a sprite away from the edges (``markers_image``, for ``_marker``);
+PNGs are encoded directly (``png_bytes``; zlib level 3, no row filter). On one core of this 2-core CI machine, timed
+beside other work (geometry, rendering and the PNG; results/diagnostics/pathx128_statistics_20261208T0135.log):
+PATHX_TIMES; the original took 0.20 s and 2.3 s per image (timed outside the suite). With ``batch=1`` the random draws are made
 in the original's order: driven by the original's own random stream (legacy numpy, same seed) this generator
 reproduces its images pixel for pixel (checked outside the suite on 200 images at 32 x 32, 4 at 64, 8 at 128 and 4
 at 256, and as many again on other seeds, of the original run under Python 3 with scipy.misc.imresize / imsave
