@@ -904,12 +904,16 @@ def _distractor(rng: np.random.Generator, t: _Tables, state: np.ndarray,
         if count == 0:
             return None
         ty, tx = starts.pick(d, int(rng.integers(count)))
-        vy, vx, ok = _seed_heads(t, np.array([ty]), np.array([tx]), np.array([d]))
-        if ok[0]:
+        # _seed_heads on one seed: its far end and pivot, each coordinate rounded up, both inside the image
+        L, R = float(p.paddle_length), t.R
+        hy, hx = math.ceil(ty + L * float(t.sin[d])), math.ceil(tx + L * float(t.cos[d]))
+        back = float(p.paddle_length + t.margin)
+        vy, vx = math.ceil(hy + back * float(t.rsin[d])), math.ceil(hx + back * float(t.rcos[d]))
+        if 0 <= hy < R and 0 <= hx < R and 0 <= vy < R and 0 <= vx < R:
             break
     else:
         return None
-    paddles, pivot = [(ty, tx, int(t.seed_sprite[d]))], [int(vy[0]), int(vx[0]), d]
+    paddles, pivot = [(ty, tx, int(t.seed_sprite[d]))], [vy, vx, d]
     occ, dil = state[0].copy(), state[1].copy()  # the state while it grows
     for _ in range(p.distractor_length - 1):
         if not _extend_one(rng, t, occ, dil, paddles, pivot):
