@@ -748,7 +748,7 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
             live = total >= MIN_TOTAL_WEIGHT
             cmf = np.empty((N, n))  # far end j's cumulative weight in row j (rows add contiguously)
             np.divide(pmf.T, np.where(live, total, 1.0), out=cmf)
-            if n > 64:
+            if n > 256:  # (for fewer, one call is quicker)
                 for q in range(1, N):
                     cmf[q] += cmf[q - 1]
             else:
@@ -780,6 +780,8 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
             col = 2 * i + x
             ay[:, col], ax[:, col], sp[:, col] = vy + t.turn_dy[j], vx + t.turn_dx[j], t.turn_sprite[j]
             py[:, x], px[:, x], head[:, x] = vy, vx, 360 + j
+    if n == 0:
+        return []
     # occupancy images of the successes: every paddle but the first target's last, committed in order
     occ, dil = np.empty((2, n, t.trash + 1), dtype=np.uint8)
     occ[:], dil[:] = t.empty_occ, t.empty_dil
