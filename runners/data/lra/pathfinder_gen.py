@@ -43,8 +43,11 @@ committed paddle) instead of an occupancy image per attempt (``_target_pairs_den
 bit image (``_Starts``, for ``_free_starts``) and a distractor grows through windows (``_extend_one``, for the
 batched ``_extend`` on one row); markers are a sprite away from the edges (``markers_image``, for ``_marker``);
 PNGs are encoded directly (``png_bytes``; zlib level 3, no row filter). On one core of this 2-core CI machine, timed
-beside other work (geometry, rendering and the PNG; results/diagnostics/pathx128_statistics_20261208T0135.log):
-PATHX_TIMES; the original took 0.20 s and 2.3 s per image (timed outside the suite). With ``batch=1`` the random draws are made
+beside other work (geometry, rendering and the PNG; results/diagnostics/pathx128_statistics_20261208T0127.log): 25-31 ms
+per image at 128 x 128 against 119 ms for the version before these paths in the same rounds (3.8 times less; that
+version took 52 ms on an idle core), 10.5 against 12.5 ms at 32 x 32 (where small batches of attempts leave numpy's
+per-call cost in front); the original took 0.20 s and 2.3 s per image (timed outside the suite). A worker process
+builds its tables once (about 1 s at 128 x 128). With ``batch=1`` the random draws are made
 in the original's order: driven by the original's own random stream (legacy numpy, same seed) this generator
 reproduces its images pixel for pixel (checked outside the suite on 200 images at 32 x 32, 4 at 64, 8 at 128 and 4
 at 256, and as many again on other seeds, of the original run under Python 3 with scipy.misc.imresize / imsave
@@ -62,6 +65,15 @@ previous version of this generator: 92.2 %). Paths meet as in the original: the 
 24.0 % of 400 images and come within one pixel in 65.5 %, a target and a distractor 5.3 % / 41.5 %; mean |turn| 31.9
 degrees, 18 % straight (the original, 200 images: 26.5 / 68.5 %, 7.5 / 41.0 %, 32.0-32.3 degrees, 18 %;
 ``path_statistics`` of ``runners.data.lra.pathfinder_check``).
+
+At 128 x 128 (Path-X; results/diagnostics/pathx128_statistics_20261208T0127.log, tests/test_pathx_fidelity.py), the
+original (603 images, numpy seeds 1-3) against this generator (1,000 images, seed 11): pixels = 0: 86.27 % / 86.31 %;
+1-31, 32-127, 128-254: 8.25, 2.45, 2.96 % / 8.23, 2.44, 2.94 %; non-zero fraction 0.1373 +- 0.0053 / 0.1369 +-
+0.0060; ink 509.5 +- 19.8 / 506.6 +- 22.0; 8-connected pieces above 0 and above 64: 69.7, 57.7 / 71.8, 57.7; pixels
+at 255: 12.01 / 12.01 (the markers' cores; the markers' centre pixels are never both the maximum: the maximum lies
+beside them); distractor snakes 7.73 / 7.68 (never none); distance between the target starts 20.00 +- 0.27 / 20.01
++- 0.27; label 1: 51.7 % / 50.1 %. The largest deviations, ink (-2.8 standard errors) and its spread (+2.7), come from
+the images drawn with margin 3 (per margin the means agree within 2.1 standard errors).
 
 What differs from the original, none of it visible in the images' distribution:
 
