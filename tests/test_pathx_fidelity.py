@@ -1,13 +1,13 @@
 """The suite's Path-X images (Pathfinder at 128 x 128) against the original generator's, statistic by statistic.
 
-The original's figures are facts measured outside the suite (results/diagnostics/pathx128_statistics_20261208T0127.log): drewlinsley/pathfinder
-``snakes2.py`` at commit ab9c130 (the code LRA generated its data with) run under Python 3 with only what it needs to
-run changed (scipy.misc.imresize / imsave re-created with scipy 1.x semantics: min-max scale to uint8, then PIL's
-Lanczos resize; np.float -> float, np.round_ -> np.round), called as LRA's TFDS builder documents for 128 x 128
-(padding 1, paddle length 5, margins 2 and 3 drawn per image, marker radius 3, contour length 14, thickness 1.5,
-antialias 2, seed distance 20, continuity 1.8, distractor length 4, 8 distractor snakes, snake contrast 0.9, paddle
-contrast 1.0, no single paddles), 603 images (three runs, numpy seeds 1, 2 and 3: 192, 272 and 139 images), the geometry (markers, distractors
-placed, target starts) recorded by wrapping its functions.
+The original's figures are facts measured outside the suite (results/diagnostics/pathx128_statistics_20261208T0127.log):
+drewlinsley/pathfinder ``snakes2.py`` at commit ab9c130 (the code LRA generated its data with) run under Python 3 with
+only what it needs to run changed (scipy.misc.imresize / imsave re-created with scipy 1.x semantics: min-max scale to
+uint8, then PIL's Lanczos resize; np.float -> float, np.round_ -> np.round), called as LRA's TFDS builder documents for
+128 x 128 (padding 1, paddle length 5, margins 2 and 3 drawn per image, marker radius 3, contour length 14, thickness
+1.5, antialias 2, seed distance 20, continuity 1.8, distractor length 4, 8 distractor snakes, snake contrast 0.9,
+paddle contrast 1.0, no single paddles), 603 images (three runs, numpy seeds 1, 2 and 3: 192, 272 and 139 images), the
+geometry (markers, distractors placed, target starts) recorded by wrapping its functions.
 
 Each statistic is a mean over images (runners.data.lra.pathfinder_stats defines them), so the suite's 400 images must
 land within 4 standard errors of the difference of two means (the original's per-image standard deviation over

@@ -67,7 +67,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name in ("workers", "n", "per_batch"):
         if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.task == "pathfinder" and args.load:
+        from runners.data.lra.pathfinder import load_pathfinder  # (imports torch, as a training run has, untimed)
     start = time.perf_counter()
+    workers = args.workers
     if args.task == "listops":
         if args.n is not None:
             n_val = n_test = max(1, round(0.02 * args.n))
@@ -85,12 +88,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         folder = generate_pathfinder(args.out, resolution=args.resolution, n=args.n, per_batch=args.per_batch,
                                      seed=args.seed, workers=args.workers, progress=not args.quiet)
         n = args.n
+        workers = min(args.workers, os.cpu_count() or 1, -(-n // args.per_batch))  # as generate_pathfinder runs
     elapsed = time.perf_counter() - start
     print(f"wrote {n} {args.task} examples to {folder} in {elapsed:.1f} s "
-          f"({n / elapsed:.1f}/s with {min(args.workers, os.cpu_count() or 1)} worker(s), on the CPU)")
+          f"({n / elapsed:.1f}/s with {workers} worker(s), on the CPU)")
     if args.task == "pathfinder" and args.load:
-        from runners.data.lra.pathfinder import load_pathfinder
-
         task = load_pathfinder(args.out, resolution=args.resolution)
         loaded = time.perf_counter() - start
         print(f"loaded {sum(task.info['sizes'].values())} images (cache under {args.out}/_cache) in "

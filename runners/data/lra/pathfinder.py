@@ -32,8 +32,8 @@ from runners.data.lra.common import (ImageSequenceDataset, find_task_dir, stack_
 
 RESOLUTIONS = (32, 64, 128, 256)
 DIFFICULTY = PATHFINDER_DIFFICULTY
-GRAY_MODES = ("L", "LA", "1")
-_PLAIN_PNG_BYTES = 2  # a file larger than this many bytes per pixel is not read whole before PIL sees its header  # PIL modes of a grayscale PNG (8-bit, with alpha, 1-bit); read as L like the S4 code
+GRAY_MODES = ("L", "LA", "1")  # PIL modes of a grayscale PNG (8-bit, with alpha, 1-bit); read as L like the S4 code
+_PLAIN_PNG_BYTES = 2  # a file larger than this many bytes per pixel is not read whole before PIL sees its header
 
 
 def how_to_get(resolution: int) -> str:
