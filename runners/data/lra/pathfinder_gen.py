@@ -753,8 +753,11 @@ def _target_pairs(rng: np.random.Generator, t: _Tables, k: int) -> list[tuple]:
                 dy, dx = vy[:, None] - ay[:, :c] + g.D, vx[:, None] - ax[:, :c] + g.D  # (n, c)
                 near = (dy.view(np.uint64) < g.side) & (dx.view(np.uint64) < g.side)
                 rows = np.where(near, (sp[:, :c] * g.side + dy) * g.side + dx, g.dil_none).T  # (c, n)
-                for r in rows:
-                    np.maximum(dil, g.dil_rows.take(r, axis=0), out=dil)
+                if n * c <= 4096:  # one gather of every row, else one per committed paddle (quicker for many)
+                    np.maximum(dil, g.dil_rows.take(rows.ravel(), axis=0).reshape(c, n, N).max(axis=0), out=dil)
+                else:
+                    for r in rows:
+                        np.maximum(dil, g.dil_rows.take(r, axis=0), out=dil)
             pmf = _FREE[dil] * t.turn_weight.take(h, axis=0)  # (n, N): as _extend's (far ends outside weigh 0)
             total = pmf.sum(axis=1)
             live = total >= MIN_TOTAL_WEIGHT
