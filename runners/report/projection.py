@@ -11,7 +11,9 @@ Fields of a record: ``spec_id``, ``tier``, ``row``, ``task``, ``batch``, ``n_tra
 ``device``, ``recorded`` (UTC, ISO 8601), ``cells`` (a list of {``cell``: "row/column", ``series``: the results
 file's series key of the cell's training, ``epochs``, ``projected_gpu_hours``}), ``git_commit`` (with the usual
 provenance keys). A record that lacks one, or whose values are of the wrong kind, is an error naming the file and
-the key.
+the key. The folder also holds data-time records (``<DATA_TIME_PREFIX><stamp>.json``, written by
+``python -m runners.data.lra.generate ... --timing-record``: how long making a task's data took); they are not
+step-rate records and are left out here.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from ..specs.schema import Num, problems
 from ..store.read import read_json_file
 
 STEP_RATES = "step-rates"  # folder under the results root
+DATA_TIME_PREFIX = "pathx_data_"  # data-time records in that folder (runners.data.lra.generate --timing-record)
 
 
 class StepRateError(ValueError):
@@ -87,6 +90,8 @@ def load_step_rates(results_root: Path) -> list[tuple[Path, dict]]:
         return []
     records = []
     for path in sorted(folder.glob("*.json")):
+        if path.name.startswith(DATA_TIME_PREFIX):
+            continue  # a data-time record, not a step rate
         # the results files' reader: regular files only (a link or a FIFO is refused unopened), UTF-8 JSON, no key
         # given twice
         records.append((path, _check(path, read_json_file(path, StepRateError))))

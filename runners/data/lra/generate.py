@@ -3,19 +3,32 @@
     python -m runners.data.lra.generate listops --out DIR [--n 100000 | --n-train 96000 --n-val 2000
         --n-test 2000] [--min-length 500 --max-length 2000 --max-depth 10 --max-args 10] --seed 0 --workers K
     python -m runners.data.lra.generate pathfinder --out DIR --resolution 32 --n 200000 [--per-batch 1000]
-        --seed 0 --workers K
+        --seed 0 --workers K [--load] [--timing-record FILE.json]
 
 DIR is the data directory the loaders read ($DATA_PATH): ListOps goes to DIR/listops-1000/,
 Pathfinder to DIR/pathfinder<R>/curv_contour_length_14/ (Path-X: --resolution 128).
+
+``--load`` then loads the data as a training run does before its first step (the task's loader, which decodes the
+images once into its cache under DIR/_cache). ``--timing-record FILE.json`` writes, atomically, how long it all
+took: {"card", "cpu_cores", "images", "resolution", "seconds"} (card: the CUDA device's name, or "cpu"). The
+generator runs on the CPU (numpy), in ``--workers`` processes (at most one per core).
+
+Path-X data the way S4D Table 6's suite-data run makes it (its spec's prepare block: 200,000 images, seed 0, 60
+workers), timed with the loader's cache:
+
+    python -m runners.data.lra.generate pathfinder --resolution 128 --n 200000 --seed 0 --workers 60 --out DIR \
+        --load --timing-record results/step-rates/pathx_data_<stamp>.json
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from typing import Optional, Sequence
 
+from runners.core.atomic import write_text_atomic
 from runners.data.lra.listops_gen import generate_listops
 from runners.data.lra.pathfinder_gen import PARAMS, generate_pathfinder
 
@@ -45,9 +58,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     pf.add_argument("--resolution", type=int, default=32, choices=sorted(PARAMS))
     pf.add_argument("--n", type=int, default=200000, help="images (LRA: 200000)")
     pf.add_argument("--per-batch", type=int, default=1000, help="images per imgs/<k>/ folder and metadata/<k>.npy")
+    pf.add_argument("--load", action="store_true",
+                    help="then load the data with the task's loader (building its cache), as a training run does")
+    pf.add_argument("--timing-record", default=None, metavar="FILE.json",
+                    help="write {card, cpu_cores, images, resolution, seconds} of the whole command here")
 
     args = parser.parse_args(argv)
+    for name in ("workers", "n", "per_batch"):
+        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.task == "pathfinder" and args.load:
+        from runners.data.lra.pathfinder import load_pathfinder  # (imports torch, as a training run has, untimed)
     start = time.perf_counter()
+    workers = args.workers
     if args.task == "listops":
         if args.n is not None:
             n_val = n_test = max(1, round(0.02 * args.n))
@@ -65,10 +88,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         folder = generate_pathfinder(args.out, resolution=args.resolution, n=args.n, per_batch=args.per_batch,
                                      seed=args.seed, workers=args.workers, progress=not args.quiet)
         n = args.n
+        workers = min(args.workers, os.cpu_count() or 1, -(-n // args.per_batch))  # as generate_pathfinder runs
     elapsed = time.perf_counter() - start
     print(f"wrote {n} {args.task} examples to {folder} in {elapsed:.1f} s "
-          f"({n / elapsed:.1f}/s with {args.workers} worker(s))")
+          f"({n / elapsed:.1f}/s with {workers} worker(s), on the CPU)")
+    if args.task == "pathfinder" and args.load:
+        task = load_pathfinder(args.out, resolution=args.resolution)
+        loaded = time.perf_counter() - start
+        print(f"loaded {sum(task.info['sizes'].values())} images (cache under {args.out}/_cache) in "
+              f"{loaded - elapsed:.1f} s; {loaded:.1f} s in all")
+        elapsed = loaded
+    if args.task == "pathfinder" and args.timing_record:
+        write_timing_record(args.timing_record, images=n, resolution=args.resolution, seconds=elapsed)
+        print(f"timing record: {args.timing_record}")
     return 0
+
+
+def device_name() -> str:
+    """The CUDA device's name where torch sees one, else "cpu"."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
+def write_timing_record(path: str, *, images: int, resolution: int, seconds: float) -> None:
+    """Write {card, cpu_cores, images, resolution, seconds} to ``path`` (JSON, atomically)."""
+    record = {"card": device_name(), "cpu_cores": os.cpu_count() or 1, "images": int(images),
+              "resolution": int(resolution), "seconds": round(float(seconds), 2)}
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from runners.data.lra.layout import LRA_URL, PATHFINDER_DIFFICULTY
 RESOLUTIONS = (32, 64, 128, 256)
 DIFFICULTY = PATHFINDER_DIFFICULTY
 GRAY_MODES = ("L", "LA", "1")  # PIL modes of a grayscale PNG (8-bit, with alpha, 1-bit); read as L like the S4 code
+_PLAIN_PNG_BYTES = 2  # a file larger than this many bytes per pixel is not read whole before PIL sees its header
 
 
 def how_to_get(resolution: int) -> str:
@@ -88,16 +89,62 @@ def read_metadata(path: Path, folder: Path, resolution: int,
     return out
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _plain_png(data: bytes, resolution: int) -> Optional[np.ndarray]:
+    """uint8 (R, R) from a PNG as the suite's generator writes it (IHDR: R x R, 8-bit grayscale, no interlacing; then
+    only IDAT chunks and IEND, every chunk's CRC right, every row unfiltered), decoded with zlib alone; None for
+    anything else (PIL decodes it then, and judges it). At most R (R + 1) bytes are inflated."""
+    if not data.startswith(_PNG_SIGNATURE):
+        return None
+    pos, header, idat = len(_PNG_SIGNATURE), None, []
+    try:
+        while True:
+            length, tag = struct.unpack_from(">I4s", data, pos)
+            body = data[pos + 8:pos + 8 + length]
+            if len(body) != length or zlib.crc32(tag + body) != struct.unpack_from(">I", data, pos + 8 + length)[0]:
+                return None
+            pos += 12 + length
+            if header is None:
+                if tag != b"IHDR" or length != 13:
+                    return None
+                header = struct.unpack(">IIBBBBB", body)
+                if header != (resolution, resolution, 8, 0, 0, 0, 0):
+                    return None
+            elif tag == b"IDAT":
+                idat.append(body)
+            elif tag == b"IEND":
+                break
+            else:
+                return None
+        size = resolution * (resolution + 1)
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(b"".join(idat), size + 1)
+    except (struct.error, zlib.error):
+        return None
+    if len(raw) != size or not inflate.eof:
+        return None
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(resolution, resolution + 1)  # filter type, then the pixels
+    return None if rows[:, 0].any() else rows[:, 1:]
+
+
 def _decode(path: Path, resolution: int) -> Optional[np.ndarray]:
     """uint8 (R, R) grayscale image, or None for an empty file (skipped, as LRA does).
 
-    The PNG header is checked before any pixel is decoded: it must say PNG, R x R, grayscale (mode L; LA and 1 are
+    A PNG as the suite's generator writes it is decoded with zlib alone (``_plain_png``); any other goes to PIL,
+    with its header checked before any pixel is decoded: it must say PNG, R x R, grayscale (mode L; LA and 1 are
     converted to L), so a decompression bomb or an image of another size is refused without allocating it. PIL's
     own refusals (huge text chunks, bombs, truncated data) become one-line DatasetErrors naming the file."""
     hint = how_to_get(resolution)
     try:
-        if path.stat().st_size == 0:
+        size = path.stat().st_size
+        if size == 0:
             return None
+        if size <= _PLAIN_PNG_BYTES * resolution * resolution:
+            plain = _plain_png(path.read_bytes(), resolution)
+            if plain is not None:
+                return plain
         with Image.open(path, formats=("PNG",)) as im:
             if im.size != (resolution, resolution) or im.mode not in GRAY_MODES:
                 raise DatasetError(f"Pathfinder-{resolution}: {path} is a {im.size[0]}x{im.size[1]} {im.mode} image; "
