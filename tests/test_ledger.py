@@ -128,3 +128,32 @@ def test_a_results_file_records_digests_of_what_made_it(tmp_path: Path, monkeypa
     capsys.readouterr()
     assert main(["check", "s4d-table-5", "--results", str(out)]) == 2
     assert "'config': its digest" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.update(steps_per_second=4000.0), "beyond the"),
+    (lambda s: s.update(segments=[{"device": "Tesla K80", "from_global_step": 0}]), "peak of Tesla K80"),
+    (lambda s: s.update(elapsed_seconds=60.0), "records 60 s of training"),
+])
+def test_an_implausible_run_is_refused_by_name(store: Path, capsys: pytest.CaptureFixture, edit, message) -> None:
+    """The step rate held to the card's peak for the model's size, the training time to the steps at that rate."""
+    path = store / "s4d-table-5" / "20261128T093417_full.json"
+    doc = json.loads(path.read_text())
+    edit(doc["series"]["S4-LegS (suite data) / Pathfinder"])
+    path.write_text(json.dumps(doc))
+    (store / ledger.LEDGER_NAME).unlink()  # the physics alone
+    rc, _, err = _check(capsys, store, "s4d-table-5")
+    assert rc == 2 and message in err and "S4-LegS (suite data) / Pathfinder" in err
+
+
+def test_a_commit_not_in_the_history_is_named_in_the_report(store: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("runners.core.layout.LOCAL_DIR", tmp_path / "local")
+    path = store / "s4d-table-6" / "20261128T094040_full.json"
+    doc = json.loads(path.read_text())
+    doc["environment"]["git_commit"] = "0123456789abcdef0123456789abcdef01234567"
+    path.write_text(json.dumps(doc))
+    (store / ledger.LEDGER_NAME).unlink()
+    assert main(["report", "--results", str(store)]) == 0
+    report = (tmp_path / "local" / "tables" / "s4d-table-6.md").read_text()
+    assert "0123456789abcdef0123456789abcdef01234567` (not in this repository's history" in report

@@ -4,8 +4,10 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import subprocess
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -78,3 +80,36 @@ def environment(device: torch.device | None = None) -> dict[str, Any]:
 def utc_now() -> str:
     """The time now in UTC, ISO 8601 to the second (``started`` / ``finished`` of a results file)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+#: dense bf16 (fp16 where a card has no bf16; fp32 for the K80) tensor peak of known cards, FLOP/s, from their
+#: vendors' data sheets; a measured training step rate is held to it (runners/store/evidence.py)
+CARD_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "A10G": 125e12, "L40S": 362e12, "L4": 121e12,
+                   "V100": 125e12, "T4": 65e12, "K80": 8.7e12, "P100": 21e12}
+
+
+def card_peak(name: Any) -> float | None:
+    """The peak of the known card whose model name appears in ``name`` (e.g. "NVIDIA H100 80GB HBM3"); None for a
+    card not in CARD_PEAK_FLOPS (its rate cannot be verified) or a CPU."""
+    if not isinstance(name, str):
+        return None
+    words = name.upper().replace("-", " ").split()
+    return next((peak for card, peak in CARD_PEAK_FLOPS.items() if card in words), None)
+
+
+def commit_known(commit: Any, repo: Path | None = None) -> bool | None:
+    """Whether ``commit`` is in the history of the repository here: True or False; None where that cannot be told
+    (no git, not a repository, a shallow clone)."""
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return False
+    try:
+        cwd = repo or Path.cwd()
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=cwd, capture_output=True,
+                                 text=True, timeout=10)
+        if shallow.returncode != 0 or shallow.stdout.strip() == "true":
+            return None
+        found = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=cwd, capture_output=True,
+                               timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return found.returncode == 0

@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 from ..core import layout, textfmt
 from ..core.atomic import write_text_atomic
+from ..core.provenance import commit_known
 from ..core.textfmt import column_label, fmt, md_code, md_inline
 from ..judge.repeats import repeat_lines, repeated_cells
 from ..judge.settings import Today
@@ -131,6 +132,11 @@ def _sanity(verdicts: list[CellVerdict]) -> list[str]:
 def _commit_text(env: dict) -> str:
     """The commit a result was measured at, with its uncommitted changes' hash and any provenance note."""
     text = f"commit `{md_code(env.get('git_commit'))}`"
+    known = commit_known(env.get("git_commit"))
+    if known is False:
+        text += " (not in this repository's history: the code it names cannot be verified)"
+    elif known is None:
+        text += " (this checkout has no history to verify it against)"
     if env.get("git_dirty"):
         text += f" plus uncommitted changes (diff SHA-256 `{env.get('git_dirty_diff_sha256')}`)"
     if env.get("git_commit_note"):

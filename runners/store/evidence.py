@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from ..core.atomic import json_digest
+from ..core.provenance import card_peak
 from ..train.recorded import cells_from_series
 
 TRAINING_RUNNER = "train.table"
@@ -68,3 +69,55 @@ def digest_mismatches(doc: dict[str, Any]) -> list[str]:
             out.append(f"'{key}': its digest {str(digests[key])[:12]}... is not that of the {key} the file records "
                        f"(the {key} edited after the run)")
     return out
+
+
+#: a training step does at least this many FLOPs per parameter and token (the forward and backward of its dense
+#: layers: 2 + 4); a step rate whose FLOPs would beat the card's peak is not a measurement of that card
+FLOPS_PER_PARAM_TOKEN = 6
+#: the least share of a run's training time that its steps at the recorded rate can take: a run that records fewer
+#: seconds than that did not train those steps (rates differ between the cards of a resumed run, not 4-fold)
+MIN_TIME_SHARE = 0.25
+
+
+def plausibility_problems(doc: dict[str, Any]) -> list[str]:
+    """A training table's series held to physics: the step rate against the card's peak for the model's size (at
+    least 6 FLOPs per parameter and token), and the training time against the steps at that rate. One line each;
+    a card this suite does not know is not judged (the report says its rate cannot be verified)."""
+    if doc.get("runner") != TRAINING_RUNNER or not isinstance(doc.get("series"), dict):
+        return []
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
+    out = []
+    for name, one in doc["series"].items():
+        if not isinstance(one, dict):
+            continue
+        rate, params, length = one.get("steps_per_second"), one.get("n_params"), one.get("seq_len")
+        history = one.get("history") if isinstance(one.get("history"), list) else []
+        batch = _cell_batch(doc, name)
+        cards = [s.get("device") for s in one.get("segments") or [] if isinstance(s, dict)] or [env.get("device_name")]
+        peak = card_peak(cards[-1])
+        if all(_positive(x) for x in (rate, params, length, batch)) and peak is not None:
+            flops = FLOPS_PER_PARAM_TOKEN * params * batch * length * rate
+            if flops > peak:
+                out.append(f"series {name!r}: {rate:g} steps/s of a {params}-parameter model at batch {batch} and "
+                           f"length {length} is {flops:.3g} FLOP/s, beyond the {peak:.3g} peak of {cards[-1]}")
+        steps = sum(e.get("steps", 0) for e in history if isinstance(e, dict) and _positive(e.get("steps")))
+        elapsed = one.get("elapsed_seconds")
+        if _positive(rate) and _positive(elapsed) and steps and elapsed < MIN_TIME_SHARE * steps / rate:
+            out.append(f"series {name!r}: {steps} steps at {rate:g} steps/s take {steps / rate:.0f} s, but the run "
+                       f"records {elapsed:.0f} s of training")
+    return out
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _cell_batch(doc: dict[str, Any], name: str) -> Any:
+    """The batch size the series ``"<row> / <task>"`` trained with, as its file's configuration gives it."""
+    from ..train.table import TrainTableConfig
+
+    row, _, task = name.partition(" / ")
+    try:
+        return TrainTableConfig(**doc["config"]).cell_train(row, task).get("batch_size")
+    except (TypeError, ValueError, KeyError):
+        return None

@@ -42,7 +42,7 @@ from ..core.yamlio import file_kind
 from ..specs.expected import expected_path, load_expected
 from ..specs.schema import Choice, Opt, Problem, problems
 from ..specs.spec import ID_PATTERN, TIERS
-from .evidence import digest_mismatches, value_mismatches
+from .evidence import digest_mismatches, plausibility_problems, value_mismatches
 
 #: how far in the future a recorded time or a file name's stamp may lie (clocks of the machines that wrote the
 #: results differ a little); beyond it the file is refused as dated in the future
@@ -417,7 +417,7 @@ def load_result(path: str | Path, spec_id: str | None = None, tier: str | None =
     """
     path = Path(path)
     doc = check_result(path, read_json_file(path))
-    mismatches = digest_mismatches(doc) + value_mismatches(doc)
+    mismatches = digest_mismatches(doc) + value_mismatches(doc) + plausibility_problems(doc)
     if mismatches:
         raise ResultsError(f"{path}: {mismatches[0]}" + (f" (and {len(mismatches) - 1} more such cells)"
                                                           if len(mismatches) > 1 else ""))
