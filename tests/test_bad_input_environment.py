@@ -97,3 +97,32 @@ def test_a_store_behind_a_symbolic_link_is_refused_before_the_run(tmp_path: Path
     assert main(["run", "s4d-theorem-6", "--output", str(out), "--no-progress"]) == 2
     assert "a symbolic link; results are written into real folders only" in _err(capsys)
     assert not any(elsewhere.iterdir())
+
+
+def test_a_results_file_never_records_a_machines_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """A custom $DATA_PATH whose data is missing: the results file's notes and problems name $DATA_PATH, never the
+    absolute folder."""
+    root = tmp_path / "project"
+    (root / "reproductions").mkdir(parents=True)
+    (root / "expected").mkdir()
+    monkeypatch.chdir(root)
+    data = tmp_path / "somewhere" / "my data"
+    monkeypatch.setenv("DATA_PATH", str(data))
+    tier = {"tasks": {"sCIFAR": {"loader": "scifar"}},
+            "models": {"S4": {"arch": "ssm", "model": {"d_model": 4, "n_layers": 1,
+                                                      "layer": {"mode": "s4d", "d_state": 4}}}},
+            "train": {"lr": 0.01, "epochs": 1, "batch_size": 2, "max_steps_per_epoch": 1, "scheduler": "constant"}}
+    import yaml as _yaml
+    from test_files_and_runs import _expected_cell
+
+    (root / "reproductions" / "tiny_train.yaml").write_text(_yaml.safe_dump(
+        {"id": "tiny-train", "paper": "s4", "table": "Table 0", "title": "tiny", "groups": ["pixel"],
+         "runner": "train.table", "make": "tiny", "tiers": {"smoke": tier, "budget": tier, "full": tier}}))
+    (root / "expected" / "tiny-train.yaml").write_text(_yaml.safe_dump(
+        {"table": "tiny-train", "paper": "s4", "title": "tiny", "source": "test", "rows": ["S4"],
+         "columns": ["sCIFAR"], "cells": [_expected_cell("S4", "sCIFAR")]}))
+    assert main(["run", "tiny-train", "--no-progress"]) == 3  # no CIFAR-10 under $DATA_PATH
+    (path,) = (root / "local" / "results" / "tiny-train").glob("*.json")
+    text = path.read_text()
+    assert "$DATA_PATH" in text and str(data) not in text and str(tmp_path) not in text.replace("\\\\", "")

@@ -14,6 +14,8 @@ from typing import Callable, Optional
 
 from torch.utils.data import Dataset
 
+from ..core import layout
+
 
 class DatasetError(RuntimeError):
     """A dataset file is malformed or unreadable (the message names the file, and the line or key where known);
@@ -52,6 +54,18 @@ def shown_path(path: Path) -> str:
             continue
         return f"{shown}/{relative.as_posix()}" if relative.parts else shown
     return f"<{path.name}>"
+
+
+def without_machine_paths(text: str) -> str:
+    """``text`` (a note or a problem a results file records) with this machine's folders named as the suite names
+    them: the data directory as ``$DATA_PATH``, the runs folder as ``$SSM_RUNS_DIR``, the current folder as ``.``."""
+    out = str(text)
+    places = [(data_root(), "$DATA_PATH"), (layout.RUNS_DIR, "$SSM_RUNS_DIR"), (Path.cwd(), ".")]
+    for folder, name in places:
+        for form in {str(Path(folder).resolve()), str(Path(folder).absolute())}:
+            if len(form) > 1:
+                out = out.replace(form, name)
+    return out
 
 
 @dataclass

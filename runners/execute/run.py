@@ -19,7 +19,7 @@ from ..core.atomic import json_digest, write_text_atomic
 from ..core.errors import NotRunnable, SpecError
 from ..core.lock import exclusive
 from ..core.provenance import environment, physical_device_key, utc_now
-from ..data.base import DatasetError, data_root
+from ..data.base import DatasetError, data_root, without_machine_paths
 from ..data.status import raise_for_data_problems
 from ..judge.settings import Today
 from ..judge.verdicts import judge_tier, summary
@@ -180,11 +180,12 @@ def run_spec(spec: Spec, tier: str, results_root: Path | None = None, progress: 
         "environment": environment(device),
         # with --cells: the selected cells, and any other cell the runner measured on the way (a value, not a
         # placeholder): the report judges only the selected ones, and reads the others as ordering references
-        "cells": [dataclasses.asdict(c) for c in output.cells
+        "cells": [{**dataclasses.asdict(c), "note": None if c.note is None else without_machine_paths(c.note)}
+                  for c in output.cells
                   if not cells or (c.row, c.column) in wanted or c.value is not None],
         "series": output.series,
-        "notes": output.notes,
-        "problems": output.problems,
+        "notes": [without_machine_paths(n) for n in output.notes],
+        "problems": [without_machine_paths(p) for p in output.problems],
         "digests": digests(spec, config, output.data),
     }
     store_root = Path(results_root or layout.local_results_dir())
