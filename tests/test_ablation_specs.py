@@ -32,7 +32,7 @@ from runners.train.derived import check_derived, picked_cells, post_process
 from runners.train.loop import TrainResult
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = ["s4d_table2", "s4d_table3", "s4d_table6", "init_ablation"]
+SPECS = ["s4d-table-2", "s4d-table-3", "s4d-table-6", "init-ablation"]
 
 
 def _result(vals: list[float], tests: list[float], partial_last: bool = False, n_params: int = 123) -> TrainResult:
@@ -188,7 +188,7 @@ def test_spec_loads_with_its_expected_file(name: str) -> None:
 
 # what the full tiers cannot measure, and why (also in the specs' descriptions)
 NOT_MEASURED_FULL = {
-    "s4d_table3": {row for row in ("S4-LegT (frozen A,B)", "S4-FouT (frozen A,B)", "S4-LegS+FouT (frozen A,B)",
+    "s4d-table-3": {row for row in ("S4-LegT (frozen A,B)", "S4-FouT (frozen A,B)", "S4-LegS+FouT (frozen A,B)",
                                    "S4-LegT (trainable A,B)", "S4-FouT (trainable A,B)",
                                    "S4-LegS+FouT (trainable A,B)")},
 }
@@ -218,8 +218,8 @@ def test_gpu_tiers_report_exactly_the_expected_cells(name: str, tier: str, monke
 
 
 def test_table3_deltas_and_first_epoch_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    cells = {(c.row, c.column): c.value for c in _planned_run("s4d_table3", "full", monkeypatch, tmp_path, False)}
-    spec = load_spec(ROOT / "reproductions" / "s4d_table3.yaml")
+    cells = {(c.row, c.column): c.value for c in _planned_run("s4d-table-3", "full", monkeypatch, tmp_path, False)}
+    spec = load_spec(ROOT / "reproductions" / "s4d-table-3.yaml")
     order = list(spec.tiers["full"].config.models)
     # the stub's best validation accuracy is 50 + the row's index: a delta row shows index(row) - index(base)
     assert cells[("S4D-Lin, Scale 100", "sCIFAR")] == order.index("S4D-Lin, Scale 100") - order.index("S4D-Lin")
@@ -233,7 +233,7 @@ def test_table3_deltas_and_first_epoch_columns(monkeypatch: pytest.MonkeyPatch, 
 
 def test_table6_parameter_counts_fit_the_paper_range(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """S4D Section 5.3: models of 150K-200K parameters, differing only by whether B is trained."""
-    cells = {(c.row, c.column): c.value for c in _planned_run("s4d_table6", "full", monkeypatch, tmp_path)}
+    cells = {(c.row, c.column): c.value for c in _planned_run("s4d-table-6", "full", monkeypatch, tmp_path)}
     params = {col: v for (row, col), v in cells.items() if row == "Trainable parameters"}
     assert set(params) == {"S4D", "Identity Re(Lambda)", "ReLU Re(Lambda)", "ZOH disc.", "Frozen B",
                            "ZOH + softmax", "DSS"}
@@ -247,7 +247,7 @@ def test_table6_suite_data_judges_path_x_twice(monkeypatch: pytest.MonkeyPatch, 
                                                reproduced: str, solved: str) -> None:
     """The suite-data run's test accuracy is reported in the Path-X row (within 3 of the paper's 92.12) and the
     "Path-X solved" row (at least 80): the two Path-X checks, each its own verdict."""
-    cells = _planned_run("s4d_table6", "full", monkeypatch, tmp_path, build=False, data="suite")
+    cells = _planned_run("s4d-table-6", "full", monkeypatch, tmp_path, build=False, data="suite")
     got = {(c.row, c.column): c.value for c in cells}
     assert set(got) == {("Path-X", "S4D (suite data)"), ("Path-X solved", "S4D (suite data)"),
                         ("Trainable parameters", "S4D (suite data)")}
@@ -260,13 +260,13 @@ def test_table6_suite_data_judges_path_x_twice(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_bad_option_is_reported_with_the_spec_file(tmp_path: Path) -> None:
-    text = (ROOT / "reproductions" / "init_ablation.yaml").read_text().replace(
+    text = (ROOT / "reproductions" / "init-ablation.yaml").read_text().replace(
         "S4D-Real: {arch: ssm, model: {layer: {init: real}}}",
         "S4D-Real: {arch: ssm, tasks: [Nope], model: {layer: {init: real}}}", 1)
     (tmp_path / "_ablation.yaml").write_text((ROOT / "reproductions" / "_ablation.yaml").read_text())
-    bad = tmp_path / "init_ablation.yaml"
+    bad = tmp_path / "init-ablation.yaml"
     bad.write_text(text)
-    with pytest.raises(SpecError, match=r"init_ablation.yaml.*models.S4D-Real.tasks"):
+    with pytest.raises(SpecError, match=r"init-ablation.yaml.*models.S4D-Real.tasks"):
         load_spec(bad)
 
 

@@ -20,11 +20,11 @@ from ssm_core.hippo import hippo_legs, nplr
 
 SPECS = Path(__file__).resolve().parents[1] / "reproductions"
 RUNNERS = {
-    "s4d_theorem3": (theorem3.run_theorem3, theorem3.Theorem3Config),
-    "s4d_conjecture5": (conjecture5.run_conjecture5, conjecture5.Conjecture5Config),
-    "s4d_theorem6": (theorem6.run_theorem6, theorem6.Theorem6Config),
-    "s4d_figure4": (figure4.run_figure4, figure4.Figure4Config),
-    "s4d_proposition1": (proposition1.run_proposition1, proposition1.Proposition1Config),
+    "s4d-theorem-3": (theorem3.run_theorem3, theorem3.Theorem3Config),
+    "s4d-conjecture-5": (conjecture5.run_conjecture5, conjecture5.Conjecture5Config),
+    "s4d-theorem-6": (theorem6.run_theorem6, theorem6.Theorem6Config),
+    "s4d-figure-4": (figure4.run_figure4, figure4.Figure4Config),
+    "s4d-proposition-1": (proposition1.run_proposition1, proposition1.Proposition1Config),
 }
 
 
@@ -114,8 +114,8 @@ def test_runners_are_registered() -> None:
 
 
 def test_theorem3_cells(outputs: dict[str, RunOutput]) -> None:
-    c = cells(outputs["s4d_theorem3"])
-    ns = smoke_config("s4d_theorem3").state_sizes
+    c = cells(outputs["s4d-theorem-3"])
+    ns = smoke_config("s4d-theorem-3").state_sizes
     weak = [c[("weak error", f"N={n}")] for n in ns]
     assert all(x > y for x, y in itertools.pairwise(weak)), weak  # the weak error falls at every doubling
     assert c[("weak error", "log-log slope")] < -0.5
@@ -128,8 +128,8 @@ def test_theorem3_cells(outputs: dict[str, RunOutput]) -> None:
 
 
 def test_conjecture5_cells(outputs: dict[str, RunOutput]) -> None:
-    c = cells(outputs["s4d_conjecture5"])
-    ns = smoke_config("s4d_conjecture5").state_sizes
+    c = cells(outputs["s4d-conjecture-5"])
+    ns = smoke_config("s4d-conjecture-5").state_sizes
     for n in ns:
         col = f"N={n}"
         # measured: Im(A)_0 = N^2/pi - pi/6 + O(N^-2) -- the magnitude of Conjecture 5's c, the opposite sign
@@ -143,8 +143,8 @@ def test_conjecture5_cells(outputs: dict[str, RunOutput]) -> None:
 
 
 def test_theorem6_cells(outputs: dict[str, RunOutput]) -> None:
-    c = cells(outputs["s4d_theorem6"])
-    assert len(c) == len(smoke_config("s4d_theorem6").state_sizes)
+    c = cells(outputs["s4d-theorem-6"])
+    assert len(c) == len(smoke_config("s4d-theorem-6").state_sizes)
     assert all(v < 1e-10 for v in c.values())
 
 
@@ -157,7 +157,7 @@ def test_theorem6_detects_a_wrong_formula() -> None:
 
 
 def test_figure4_cells(outputs: dict[str, RunOutput]) -> None:
-    c = cells(outputs["s4d_figure4"])
+    c = cells(outputs["s4d-figure-4"])
     assert c[("max Re eig", "sigma=0")] == pytest.approx(-1.0, abs=1e-12)
     assert c[("log10 max |K|", "sigma=0")] == pytest.approx(0.5 * math.log10(2 * 64 - 1), abs=1e-9)
     assert c[("deviation", "sigma=0.01")] < c[("deviation", "sigma=0.1")] < 1 <= c[("deviation", "sigma=1")]
@@ -167,7 +167,7 @@ def test_figure4_cells(outputs: dict[str, RunOutput]) -> None:
 
 
 def test_proposition1_cells(outputs: dict[str, RunOutput]) -> None:
-    c = cells(outputs["s4d_proposition1"])
+    c = cells(outputs["s4d-proposition-1"])
     assert len(c) == 3 * 2 + 3 * 2
     assert all(0 <= v < 1e-6 for v in c.values()), c
 
@@ -185,9 +185,9 @@ def test_proposition1_detects_a_float32_init() -> None:
 
 # ------------------------------------------------------------------------------------------- plots
 
-PLOTS_OF = {"s4d_theorem3": ["theorem3_basis", "theorem3_error"],
-            "s4d_conjecture5": ["conjecture5_eigs", "conjecture5_top"],
-            "s4d_theorem6": ["theorem6_basis"], "s4d_figure4": ["figure4_basis"]}
+PLOTS_OF = {"s4d-theorem-3": ["theorem3_basis", "theorem3_error"],
+            "s4d-conjecture-5": ["conjecture5_eigs", "conjecture5_top"],
+            "s4d-theorem-6": ["theorem6_basis"], "s4d-figure-4": ["figure4_basis"]}
 
 
 @pytest.mark.parametrize("spec,plot", [(s, p) for s, ps in PLOTS_OF.items() for p in ps])

@@ -27,9 +27,9 @@ def _ctx(tmp_path: Path, spec_id: str) -> RunContext:
 def _tiny(spec_file: str) -> tuple:
     spec = load_spec(ROOT / "reproductions" / spec_file)
     cfg = spec.tiers["smoke"].config
-    if spec_file == "s4_table2.yaml":
+    if spec_file == "s4-table-2.yaml":
         cfg = dataclasses.replace(cfg, dim_divisor=16, length=32, reps=1)
-    elif spec_file == "s4_table3.yaml":
+    elif spec_file == "s4-table-3.yaml":
         cfg = dataclasses.replace(cfg, length_divisor=64, reps=1, batch=1, d_model=16, qkv_dim=8,
                                   s4_layer=dict(cfg.s4_layer, d_state=8))
     else:
@@ -41,7 +41,7 @@ def _expected_keys(spec_id: str) -> set:
     return {(c["row"], c["column"]) for c in load_expected(ROOT / expected_path(spec_id))["cells"]}
 
 
-@pytest.mark.parametrize("spec_file", ["s4_table2.yaml", "s4_table3.yaml", "s4_generation.yaml"])
+@pytest.mark.parametrize("spec_file", ["s4-table-2.yaml", "s4-table-3.yaml", "s4-generation.yaml"])
 def test_runner_produces_every_expected_cell(spec_file: str, tmp_path: Path) -> None:
     spec, cfg = _tiny(spec_file)
     out = get(spec.runner).fn(cfg, _ctx(tmp_path, spec.id))
@@ -61,7 +61,7 @@ def test_table2_oom_in_one_layer_gives_x_and_keeps_the_table(tmp_path: Path, mon
             return super().forward(u)
 
     monkeypatch.setattr(s4_vs_lssl, "LSSL", Boom)
-    spec, cfg = _tiny("s4_table2.yaml")  # H = 8, 16, 32
+    spec, cfg = _tiny("s4-table-2.yaml")  # H = 8, 16, 32
     cells = {(c.row, c.column): c for c in get(spec.runner).fn(cfg, _ctx(tmp_path, spec.id)).cells}
     for row in ("LSSL", "Ratio"):
         for metric in ("Step ms", "Memory MB"):
@@ -80,7 +80,7 @@ def test_table3_reference_oom_makes_its_ratios_x(tmp_path: Path, monkeypatch: py
         return real(name, cfg)
 
     monkeypatch.setattr(vs_transformers, "build_model", build)
-    spec, cfg = _tiny("s4_table3.yaml")
+    spec, cfg = _tiny("s4-table-3.yaml")
     cfg = dataclasses.replace(cfg, models=["Transformer", "Linear Trans."])
     cells = get(spec.runner).fn(cfg, _ctx(tmp_path, spec.id)).cells
     ratios = [c for c in cells if c.column != "Params"]
@@ -190,7 +190,7 @@ def test_table2_s4_state_is_parameter_matched_to_the_lssl() -> None:
 
 
 def test_table3_budget_models_are_parameter_tied_near_600k() -> None:
-    cfg = load_spec(ROOT / "reproductions" / "s4_table3.yaml").tiers["budget"].config
+    cfg = load_spec(ROOT / "reproductions" / "s4-table-3.yaml").tiers["budget"].config
     counts = {name: sum(p.numel() for p in vs_transformers.build_model(name, cfg).parameters())
               for name in cfg.models}
     assert counts["Transformer"] == 595_458

@@ -25,7 +25,7 @@ from runners.specs.spec import load_spec, spec_paths
 from runners.train import TrainConfig, tb_log, train
 
 ROOT = Path(__file__).resolve().parents[1]
-THEOREM6 = ROOT / "reproductions" / "s4d_theorem6.yaml"
+THEOREM6 = ROOT / "reproductions" / "s4d-theorem-6.yaml"
 
 
 def _latest(root: Path, spec_id: str) -> dict:
@@ -81,7 +81,7 @@ def test_set_overrides_the_tier_only_and_is_recorded(tmp_path: Path, capsys: pyt
 
 
 def test_set_reaches_nested_and_default_settings_without_touching_shared_anchors() -> None:
-    spec = load_spec(ROOT / "reproductions" / "s4d_table2.yaml")
+    spec = load_spec(ROOT / "reproductions" / "s4d-table-2.yaml")
     before = json.dumps(resolved_config(spec, "budget"), sort_keys=True)
     row = "Frozen B, Softmax"
     done = apply_overrides(spec, "full", ["train.lr=0.004", "model_defaults.ssm.d_model=256",
@@ -99,7 +99,7 @@ def test_set_reaches_nested_and_default_settings_without_touching_shared_anchors
 
 
 def test_set_matches_keys_that_hold_dots() -> None:
-    spec = load_spec(ROOT / "reproductions" / "s4d_table2.yaml")
+    spec = load_spec(ROOT / "reproductions" / "s4d-table-2.yaml")
     doc = spec.resolved
     doc["tiers"]["smoke"]["models"]["S4 v1.5"] = {"arch": "ssm"}
     with_dot = load_spec(spec.path, doc=doc)
@@ -199,7 +199,7 @@ def test_dry_run_names_each_training_cells_checkpoint_folder(capsys: pytest.Capt
     assert folders("s4-table-4", *base, "--cells", "S4 (suite data)/Pathfinder") == [
         "runs/s4d-table-5/full/S4-LegS_suite_data__Pathfinder/"]  # S4 Table 4's S4 row trains in S4D Table 5's run
     assert folders("s4d-theorem-6") == []  # not a training table
-    spec = load(ROOT / "reproductions" / "s4d_table6.yaml")
+    spec = load(ROOT / "reproductions" / "s4d-table-6.yaml")
     every = training_folders(spec, "smoke", tier_config(spec, "smoke"))  # no selection: every (row, task) pair
     assert len(every) == 7 and all(f.parent == work_dir_for(spec, "smoke") for f in every)
 

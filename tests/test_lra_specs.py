@@ -1,5 +1,5 @@
 """The LRA specs' machinery: train.table's out-of-memory "X" cells and its ``metrics`` columns, and the
-specs s4_table4 / s4d_table5 / lra_pathx (every cell a tier produces is in expected/, the Path-X claim's
+specs s4-table-4 / s4d-table-5 / lra-pathx (every cell a tier produces is in expected/, the Path-X claim's
 arithmetic, `pytest reproductions/ -m pathx`).
 
 Out of memory is faked on the CPU: a model whose forward raises torch.cuda.OutOfMemoryError, as the CUDA
@@ -197,7 +197,7 @@ def test_a_column_with_every_cell_skipped_is_not_prepared(tmp_path, toy_loader):
 
 # ---------------------------------------------------------------------------------------------- the specs
 
-SPECS = ["s4_table4", "s4d_table5", "lra_pathx"]
+SPECS = ["s4-table-4", "s4d-table-5", "lra-pathx"]
 
 
 def produced_cells(spec, tier: str) -> set[tuple[str, str]]:
@@ -223,7 +223,7 @@ def test_every_cell_a_tier_writes_is_in_expected(name, tier, monkeypatch):
     assert checked, f"{spec.id}: tier {tier} checks none of the cells it measures"
 
 
-@pytest.mark.parametrize("name", ["s4_table4", "s4d_table5", "s4d_table6"])
+@pytest.mark.parametrize("name", ["s4-table-4", "s4d-table-5", "s4d-table-6"])
 def test_the_full_tier_feeds_pathfinder_and_pathx_pixels_in_minus_one_to_one(name, monkeypatch):
     """The full tier scales Pathfinder's and Path-X's pixels as the authors' pipeline does (_lra.yaml says why); the
     smoke and budget tiers keep x / 255, the scaling their committed results used, except S4D Table 6's budget tier,
@@ -236,14 +236,14 @@ def test_the_full_tier_feeds_pathfinder_and_pathx_pixels_in_minus_one_to_one(nam
         tasks = tier_config(spec, tier, data).tasks
         for name_, task in tasks.items():
             if task["loader"] in ("pathfinder", "pathx"):
-                minus_one_to_one = tier == "full" or (name, tier) == ("s4d_table6", "budget")
+                minus_one_to_one = tier == "full" or (name, tier) == ("s4d-table-6", "budget")
                 assert task.get("loader_args", {}).get("normalize", False) == minus_one_to_one, (tier, data, name_)
 
 
 def test_pathx_budget_claims_follow_from_its_config(monkeypatch):
     """The budget's "X" for materialized attention is arithmetic on the spec's own sizes: keep them so."""
     monkeypatch.chdir(ROOT)
-    budget = load_spec(ROOT / "reproductions" / "lra_pathx.yaml").tiers["budget"].config
+    budget = load_spec(ROOT / "reproductions" / "lra-pathx.yaml").tiers["budget"].config
     task = budget.tasks["Path-X"]
     assert task["loader"] == "pathx" and task["prepare"]["resolution"] == 128  # length 16384
     length = 128 * 128
@@ -262,12 +262,12 @@ def test_pytest_marker_pathx_selects_the_pathx_spec():
                            "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     selected = {line.split("[")[-1].rstrip("]") for line in proc.stdout.splitlines() if "::" in line}
-    assert "lra_pathx" in selected, proc.stdout
-    # the marker selects exactly the specs whose groups name pathx (s4_table4 and s4d_table5: lra only)
+    assert "lra-pathx" in selected, proc.stdout
+    # the marker selects exactly the specs whose groups name pathx (s4-table-4 and s4d-table-5: lra only)
     from runners.specs.spec import resolve_includes, spec_paths
 
     with_group = {p.stem for p in spec_paths(ROOT / "reproductions") if "pathx" in resolve_includes(p)["groups"]}
-    assert selected == with_group and not {"s4_table4", "s4d_table5"} & selected, proc.stdout
+    assert selected == with_group and not {"s4-table-4", "s4d-table-5"} & selected, proc.stdout
 
 
 def test_learning_curve_plot_draws_a_table_with_an_out_of_memory_cell(tmp_path):

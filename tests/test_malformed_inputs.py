@@ -75,69 +75,69 @@ def _one_line_error(capsys: pytest.CaptureFixture, argv: list[str], must: list[s
 # specs: (file, edit of the parsed YAML, strings the error must contain)
 SPEC_EDITS = [
     # analytic runners
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.grid", 10**12), ["tiers.smoke", "grid", "1000000"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.grid", 1), ["grid"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.grid", "1e12"), ["grid", "int"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.budget.t_max", 0.0), ["tiers.budget", "t_max"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.t_max", float("inf")), ["tiers.smoke.t_max", "inf or NaN"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.full.dt", float("nan")), ["tiers.full.dt", "inf or NaN"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.state_sizes", [16, 33]), ["state_sizes", "even"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.dt", 0.0), ["dt"]),
-    ("s4d_theorem3", lambda d: _set(d, "tiers.smoke.dt", 1e-9), ["dt", "t_max / dt"]),
-    ("s4d_theorem6", lambda d: _set(d, "tiers.smoke.state_sizes", [0]), ["state_sizes"]),
-    ("s4d_theorem6", lambda d: _set(d, "tiers.smoke.state_sizes", []), ["state_sizes", "non-empty"]),
-    ("s4d_theorem6", lambda d: _set(d, "tiers.smoke.state_sizes", [10**9]), ["state_sizes"]),
-    ("s4d_figure4", lambda d: _set(d, "tiers.smoke.sigmas", [0.0, -0.1]), ["sigmas"]),
-    ("s4d_figure4", lambda d: _set(d, "tiers.smoke.n_draws", 0), ["n_draws"]),
-    ("s4d_proposition1", lambda d: _set(d, "tiers.smoke.length", 0), ["length"]),
-    ("s4d_proposition1", lambda d: _set(d, "tiers.smoke.d_model", 0), ["d_model"]),
-    ("s4d_proposition1", lambda d: _set(d, "tiers.smoke.diag_inits", ["legs", "bogus"]), ["diag_inits"]),
-    ("s4d_proposition1", lambda d: _set(d, "tiers.smoke.dt_max", 1e-5), ["dt_max"]),
-    ("s4d_conjecture5", lambda d: _set(d, "tiers.smoke.plot_state_size", 5), ["plot_state_size", "even"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.grid", 10**12), ["tiers.smoke", "grid", "1000000"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.grid", 1), ["grid"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.grid", "1e12"), ["grid", "int"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.budget.t_max", 0.0), ["tiers.budget", "t_max"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.t_max", float("inf")), ["tiers.smoke.t_max", "inf or NaN"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.full.dt", float("nan")), ["tiers.full.dt", "inf or NaN"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.state_sizes", [16, 33]), ["state_sizes", "even"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.dt", 0.0), ["dt"]),
+    ("s4d-theorem-3", lambda d: _set(d, "tiers.smoke.dt", 1e-9), ["dt", "t_max / dt"]),
+    ("s4d-theorem-6", lambda d: _set(d, "tiers.smoke.state_sizes", [0]), ["state_sizes"]),
+    ("s4d-theorem-6", lambda d: _set(d, "tiers.smoke.state_sizes", []), ["state_sizes", "non-empty"]),
+    ("s4d-theorem-6", lambda d: _set(d, "tiers.smoke.state_sizes", [10**9]), ["state_sizes"]),
+    ("s4d-figure-4", lambda d: _set(d, "tiers.smoke.sigmas", [0.0, -0.1]), ["sigmas"]),
+    ("s4d-figure-4", lambda d: _set(d, "tiers.smoke.n_draws", 0), ["n_draws"]),
+    ("s4d-proposition-1", lambda d: _set(d, "tiers.smoke.length", 0), ["length"]),
+    ("s4d-proposition-1", lambda d: _set(d, "tiers.smoke.d_model", 0), ["d_model"]),
+    ("s4d-proposition-1", lambda d: _set(d, "tiers.smoke.diag_inits", ["legs", "bogus"]), ["diag_inits"]),
+    ("s4d-proposition-1", lambda d: _set(d, "tiers.smoke.dt_max", 1e-5), ["dt_max"]),
+    ("s4d-conjecture-5", lambda d: _set(d, "tiers.smoke.plot_state_size", 5), ["plot_state_size", "even"]),
     # benchmark runners (settings under an include are overridden in the spec)
-    ("s4_table2", lambda d: _set(d, "tiers.smoke.dims", [0, 8]), ["dims"]),
-    ("s4_table2", lambda d: _set(d, "tiers.smoke.s4_layer", {"mode": "s5"}), ["s4_layer.mode", "s5"]),
-    ("s4_table3", lambda d: _set(d, "tiers.smoke.lengths", [2**40]), ["lengths"]),
-    ("s4_table3", lambda d: _set(d, "tiers.smoke.s4_layer.d_state", 0), ["s4_layer.d_state"]),
-    ("s4_generation", lambda d: _set(d, "tiers.smoke.settings.0.length", 0), ["settings[0].length"]),
-    ("s4_generation", lambda d: _set(d, "tiers.smoke.s4d_layer.init", "legt"), ["s4d_layer.init", "legt"]),
+    ("s4-table-2", lambda d: _set(d, "tiers.smoke.dims", [0, 8]), ["dims"]),
+    ("s4-table-2", lambda d: _set(d, "tiers.smoke.s4_layer", {"mode": "s5"}), ["s4_layer.mode", "s5"]),
+    ("s4-table-3", lambda d: _set(d, "tiers.smoke.lengths", [2**40]), ["lengths"]),
+    ("s4-table-3", lambda d: _set(d, "tiers.smoke.s4_layer.d_state", 0), ["s4_layer.d_state"]),
+    ("s4-generation", lambda d: _set(d, "tiers.smoke.settings.0.length", 0), ["settings[0].length"]),
+    ("s4-generation", lambda d: _set(d, "tiers.smoke.s4d_layer.init", "legt"), ["s4d_layer.init", "legt"]),
     # the training runner: model, layer and train settings of every cell
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.d_model", 0), ["tiers.budget", "d_model"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.n_layers", -1), ["n_layers"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.dropout", 1.5), ["dropout"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.d_modle", 64), ["d_modle", "unknown"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.mode", "s5"), ["layer.mode"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.d_state", 0), ["layer.d_state"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).model.layer.init", "inv"),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.d_model", 0), ["tiers.budget", "d_model"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.n_layers", -1), ["n_layers"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.dropout", 1.5), ["dropout"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.d_modle", 64), ["d_modle", "unknown"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.mode", "s5"), ["layer.mode"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.d_state", 0), ["layer.d_state"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).model.layer.init", "inv"),
      ["layer.init", "inv"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.lr", {"dt": None, "A": 0.001}),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.lr", {"dt": None, "A": 0.001}),
      ["layer.lr", "keys dt, A, B"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.lr", -0.001), ["layer.lr", "> 0"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.mask_padding", "yes"), ["mask_padding"]),
-    ("s4_table6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.encoder_bias", "no"), ["encoder_bias"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.train.weight_decay_1d", 1), ["weight_decay_1d", "true or false"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.train.batch_size", 0), ["batch_size"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.train.lr", float("inf")), ["tiers.smoke.train.lr", "inf"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.skip", [["nobody", "sCIFAR"]]), ["skip[0]"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sMNIST.loader_args", {"permutee": True}),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.layer.lr", -0.001), ["layer.lr", "> 0"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.mask_padding", "yes"), ["mask_padding"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.budget.model_defaults.ssm.encoder_bias", "no"), ["encoder_bias"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.train.weight_decay_1d", 1), ["weight_decay_1d", "true or false"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.train.batch_size", 0), ["batch_size"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.train.lr", float("inf")), ["tiers.smoke.train.lr", "inf"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.skip", [["nobody", "sCIFAR"]]), ["skip[0]"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.tasks.sMNIST.loader_args", {"permutee": True}),
      ["tasks.sMNIST.loader_args.permutee", "unknown argument"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sMNIST.prepare.n_train", "200"),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.tasks.sMNIST.prepare.n_train", "200"),
      ["tasks.sMNIST.prepare.n_train", "int"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.prepare.n_per_btch", 3),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.prepare.n_per_btch", 3),
      ["tasks.sCIFAR.prepare.n_per_btch", "unknown argument"]),
     # settings of the wrong shape
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.model_defaults", {"ssm": 5}), ["model_defaults.ssm", "mapping"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.loader_args", [1]), ["sCIFAR.loader_args"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.prepare", "x"), ["sCIFAR.prepare", "mapping"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).model.layer", 3), ["layer", "mapping"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).train", 3), ["train", "mapping"]),
-    ("s4_table6", lambda d: _set(d, "tiers.smoke", [1]), ["tiers.smoke", "mapping"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.model_defaults", {"ssm": 5}), ["model_defaults.ssm", "mapping"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.loader_args", [1]), ["sCIFAR.loader_args"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.tasks.sCIFAR.prepare", "x"), ["sCIFAR.prepare", "mapping"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).model.layer", 3), ["layer", "mapping"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke.models.S4 (stand-in).train", 3), ["train", "mapping"]),
+    ("s4-table-6", lambda d: _set(d, "tiers.smoke", [1]), ["tiers.smoke", "mapping"]),
     # top-level keys
-    ("s4d_theorem6", lambda d: _set(d, "id", "../../escape"), ["key 'id'", "../../escape"]),
-    ("s4d_theorem6", lambda d: _set(d, "id", "S4D-Theorem-6"), ["key 'id'"]),
-    ("s4d_theorem6", lambda d: _set(d, "id", "s4d-theorem-3"), ["key 'id'", "does not match the file name"]),
-    ("s4d_theorem6", lambda d: _set(d, "id", "a/b"), ["key 'id'"]),
-    ("s4d_theorem6", lambda d: d["tiers"].pop("budget"), ["tiers"]),
+    ("s4d-theorem-6", lambda d: _set(d, "id", "../../escape"), ["key 'id'", "../../escape"]),
+    ("s4d-theorem-6", lambda d: _set(d, "id", "S4D-Theorem-6"), ["key 'id'"]),
+    ("s4d-theorem-6", lambda d: _set(d, "id", "s4d-theorem-3"), ["key 'id'", "does not match the file name"]),
+    ("s4d-theorem-6", lambda d: _set(d, "id", "a/b"), ["key 'id'"]),
+    ("s4d-theorem-6", lambda d: d["tiers"].pop("budget"), ["tiers"]),
 ]
 
 
@@ -152,13 +152,13 @@ def test_malformed_spec_is_one_line_error(project: Path, capsys: pytest.CaptureF
 
 # text-level spec and expected cases: (file, text transformation, strings the error must contain)
 TEXT_EDITS = [
-    ("reproductions/s4d_theorem3.yaml", lambda t: t.replace("grid: 2001,", "grid: 2001, grid: 3,", 1),
+    ("reproductions/s4d-theorem-3.yaml", lambda t: t.replace("grid: 2001,", "grid: 2001, grid: 3,", 1),
      ["duplicate key 'grid'"]),
-    ("reproductions/s4d_theorem3.yaml", lambda t: t + "title: again\n", ["duplicate key 'title'"]),
+    ("reproductions/s4d-theorem-3.yaml", lambda t: t + "title: again\n", ["duplicate key 'title'"]),
     ("reproductions/_efficiency.yaml", lambda t: t + "groups: [efficiency]\ngroups: [efficiency]\n",
      ["_efficiency.yaml", "duplicate key 'groups'"]),
-    ("reproductions/s4d_theorem3.yaml", lambda t: t.replace("title:", "title: \udcff", 1), ["not UTF-8"]),
-    ("reproductions/s4d_theorem3.yaml", lambda t: t + "tiers: [unclosed\n", ["not valid YAML"]),
+    ("reproductions/s4d-theorem-3.yaml", lambda t: t.replace("title:", "title: \udcff", 1), ["not UTF-8"]),
+    ("reproductions/s4d-theorem-3.yaml", lambda t: t + "tiers: [unclosed\n", ["not valid YAML"]),
     ("expected/s4d-theorem-3.yaml", lambda t: t.replace("title:", "title: \udcfe", 1), ["not UTF-8"]),
     ("expected/s4d-theorem-3.yaml", lambda t: t.replace("- row:", "- row: x\n  row:", 1), ["duplicate key 'row'"]),
     ("expected/s4d-theorem-3.yaml", lambda t: "- just\n- a list\n", ["top level must be a mapping"]),
@@ -217,20 +217,20 @@ def test_validate_finds_orphans_missing_expected_and_repeated_ids(project: Path,
                                                                   capsys: pytest.CaptureFixture) -> None:
     shutil.copy("expected/s4d-theorem-3.yaml", "expected/s4d-theorem-99.yaml")
     Path("expected/s4d-theorem-6.yaml").unlink()
-    shutil.copy("reproductions/s4d_figure4.yaml", "reproductions/s4dfigure_4.yaml")  # same id, a matching name
+    shutil.copy("reproductions/s4d-figure-4.yaml", "reproductions/s4dfigure_4.yaml")  # same id, a matching name
     assert main(["validate"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert all(line.startswith("error: ") for line in err) and "Traceback" not in "".join(err)
     assert any("s4d-theorem-99.yaml" in line and "orphan" in line for line in err)
-    assert any("s4d_theorem6.yaml" in line and "no expected file" in line for line in err)
+    assert any("s4d-theorem-6.yaml" in line and "no expected file" in line for line in err)
     assert any("s4dfigure_4.yaml" in line and "also the id of" in line for line in err)
 
 
-@pytest.mark.parametrize("name", ["s4d-theorem-6", "s4d_theorem6", "reproductions/s4d_theorem6.yaml"])
+@pytest.mark.parametrize("name", ["s4d-theorem-6", "s4d-theorem-6", "reproductions/s4d-theorem-6.yaml"])
 def test_run_by_id_prints_the_real_error(project: Path, capsys: pytest.CaptureFixture, name: str) -> None:
     """Not 'NOT-RUN: no spec / runner', whichever way the spec is named."""
-    _edit_yaml(Path("reproductions/s4d_theorem6.yaml"), lambda d: _set(d, "tiers.smoke.grid", 0))
-    _one_line_error(capsys, ["run", name], ["s4d_theorem6.yaml", "tiers.smoke", "grid"], project.parent)
+    _edit_yaml(Path("reproductions/s4d-theorem-6.yaml"), lambda d: _set(d, "tiers.smoke.grid", 0))
+    _one_line_error(capsys, ["run", name], ["s4d-theorem-6.yaml", "tiers.smoke", "grid"], project.parent)
 
 
 def test_unknown_spec_name_is_an_error(project: Path, capsys: pytest.CaptureFixture) -> None:
@@ -385,7 +385,7 @@ def test_a_spec_outside_the_spec_directory_may_be_named_freely(project: Path) ->
 
     mine = project / "elsewhere" / "anything.yaml"
     mine.parent.mkdir()
-    shutil.copy("reproductions/s4d_theorem6.yaml", mine)
+    shutil.copy("reproductions/s4d-theorem-6.yaml", mine)
     assert load_spec(mine).id == "s4d-theorem-6"
     _edit_yaml(mine, lambda d: _set(d, "id", "../x"))
     with pytest.raises(Exception, match="key 'id'"):

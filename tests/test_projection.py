@@ -58,7 +58,7 @@ def test_a_cell_the_record_does_not_list_takes_its_training_series_projection(tm
     _record(tmp_path, "new.json", 32.9, "2026-11-27T12:00:00+00:00",
             cells=[{**suite, "projected_gpu_hours": 2.1}])
     projected = projections(load_step_rates(tmp_path), "s4d-table-6", "full")
-    series = training_series(load_spec(REPO / "reproductions" / "s4d_table6.yaml"), "full")
+    series = training_series(load_spec(REPO / "reproductions" / "s4d-table-6.yaml"), "full")
     assert series["Path-X solved/S4D (suite data)"] == "S4D (suite data) / Path-X"
     assert series["Path-X/DSS"] == "DSS / Path-X" and series["Trainable parameters/S4D"] == "S4D / Path-X"
     p = cell_projection(projected, "Path-X solved/S4D (suite data)", series["Path-X solved/S4D (suite data)"])

@@ -39,8 +39,8 @@ from runners.train.loop import TrainResult
 from runners.train.table import TrainTableConfig, build_model, run_train_table
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = ("s4_table5", "s4_table6", "s4d_table4", "s4d_table11", "resolution_change")
-PAPER_DATA_SPECS = ("s4_table5", "s4_table6", "s4d_table4", "s4d_table11")
+SPECS = ("s4-table-5", "s4-table-6", "s4d-table-4", "s4d-table-11", "resolution-change")
+PAPER_DATA_SPECS = ("s4-table-5", "s4-table-6", "s4d-table-4", "s4d-table-11")
 
 
 def _dominant_hz(x: np.ndarray, rate: float) -> float:
@@ -323,9 +323,9 @@ def test_budget_tier_without_the_data_is_not_run(name: str, tmp_path: Path, monk
 
 
 def test_spec_errors_name_the_file_and_key(tmp_path: Path) -> None:
-    text = (ROOT / "reproductions" / "resolution_change.yaml").read_text()
-    bad = tmp_path / "resolution_change.yaml"  # the file name matches the spec's id
+    text = (ROOT / "reproductions" / "resolution-change.yaml").read_text()
+    bad = tmp_path / "resolution-change.yaml"  # the file name matches the spec's id
     (tmp_path / "_sequences.yaml").write_text((ROOT / "reproductions" / "_sequences.yaml").read_text())
     bad.write_text(text.replace("rate: 2.0}", "rate: -2.0}", 1))
-    with pytest.raises(SpecError, match=r"resolution_change\.yaml: tiers\.smoke.*rate"):
+    with pytest.raises(SpecError, match=r"resolution-change\.yaml: tiers\.smoke.*rate"):
         load_spec(bad)

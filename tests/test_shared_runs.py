@@ -15,7 +15,7 @@ from runners.specs.spec import load_spec
 from runners.store.read import load_tier_results
 
 ROOT = Path(__file__).resolve().parent.parent
-S4_TABLE4 = ROOT / "reproductions" / "s4_table4.yaml"
+S4_TABLE4 = ROOT / "reproductions" / "s4-table-4.yaml"
 
 
 def _result(root: Path, spec_id: str, row: str, task: str, value: float | None, finished: str) -> Path:
@@ -42,7 +42,7 @@ def test_s4_table_4s_suite_row_trains_in_s4d_table_5s_run() -> None:
     cells = shared_cells(load_spec(S4_TABLE4), "full")
     assert ("S4 (suite data)", "Pathfinder", "suite", "s4d-table-5", "S4-LegS (suite data)") in cells
     assert all(home == "s4d-table-5" for *_, home, _ in cells)
-    assert shared_cells(load_spec(ROOT / "reproductions" / "s4d_theorem6.yaml"), "smoke") == []  # not training
+    assert shared_cells(load_spec(ROOT / "reproductions" / "s4d-theorem-6.yaml"), "smoke") == []  # not training
 
 
 @pytest.mark.parametrize("home_finished, home_value, said", [

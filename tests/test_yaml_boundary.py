@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("bounded")
 ALLOC_CEILING = 32 << 20
 
 
-SPECS = ("s4d_theorem6", "s4_table6", "_sequences")
+SPECS = ("s4d-theorem-6", "s4-table-6", "_sequences")
 EXPECTED = ("s4d-theorem-6", "s4-table-6")
 
 
@@ -55,8 +55,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-THEOREM6 = Path("reproductions/s4d_theorem6.yaml")
-TABLE6 = Path("reproductions/s4_table6.yaml")
+THEOREM6 = Path("reproductions/s4d-theorem-6.yaml")
+TABLE6 = Path("reproductions/s4-table-6.yaml")
 
 
 def _one_line(capsys: pytest.CaptureFixture, argv: list[str], must: list[str]) -> str:
@@ -124,7 +124,7 @@ def _indented_laughs(levels: int) -> str:
 
 def test_nested_aliases_in_a_spec_fail_validate_and_run(project: Path, capsys: pytest.CaptureFixture) -> None:
     _append(THEOREM6, "shown:\n" + _indented_laughs(9))
-    line = _bounded(lambda: _one_line(capsys, ["validate"], ["s4d_theorem6.yaml", "key 'shown.l", "aliases"]),
+    line = _bounded(lambda: _one_line(capsys, ["validate"], ["s4d-theorem-6.yaml", "key 'shown.l", "aliases"]),
                     seconds=10)
     assert line == _bounded(lambda: _run(capsys, "s4d-theorem-6", []), seconds=10)
 
@@ -146,7 +146,7 @@ def test_a_modest_use_of_aliases_still_loads() -> None:
     doc = load_yaml_text("base: &b {lr: 0.01, wd: 0.0}\nx: {<<: *b, lr: 0.1}\ny: [*b, *b]\n", "ok.yaml")
     assert doc == {"base": {"lr": 0.01, "wd": 0.0}, "x": {"lr": 0.1, "wd": 0.0},
                    "y": [{"lr": 0.01, "wd": 0.0}] * 2}
-    spec = load_spec(REPO / "reproductions" / "s4d_table3.yaml")  # the repository's most aliased spec
+    spec = load_spec(REPO / "reproductions" / "s4d-table-3.yaml")  # the repository's most aliased spec
     assert spec.id == "s4d-table-3"
 
 
@@ -164,7 +164,7 @@ def test_include_fan_out_is_bounded_in_depth(project: Path, capsys: pytest.Captu
     _append(THEOREM6, "include: _inc0.yaml\n")
     line = _bounded(lambda: _one_line(capsys, ["validate"], ["key 'include'", "more than 8 levels", "at most 8"]),
                     seconds=10)
-    assert "s4d_theorem6" in line or "inc" in line
+    assert "s4d-theorem-6" in line or "inc" in line
 
 
 def test_include_fan_out_is_bounded_in_files(project: Path) -> None:
@@ -222,7 +222,7 @@ INCLUDE_CASES: list[tuple[str, Callable[[Path], str], list[str]]] = [
 def test_include_must_be_a_regular_file_inside_the_project(project: Path, capsys: pytest.CaptureFixture,
                                                             make: Callable[[Path], str], must: list[str]) -> None:
     _append(THEOREM6, f"include: {make(project)!r}\n")
-    line = _run(capsys, "s4d-theorem-6", ["s4d_theorem6.yaml", "key 'include'", *must])
+    line = _run(capsys, "s4d-theorem-6", ["s4d-theorem-6.yaml", "key 'include'", *must])
     assert "regular YAML file" in line or "allowed" in line
 
 
@@ -334,7 +334,7 @@ def test_plain_problem_names_the_key_of_what_json_cannot_write() -> None:
 def test_repeated_state_sizes_fail_validate_and_run_alike(project: Path, capsys: pytest.CaptureFixture) -> None:
     """Before: validate passed and run measured N=16 twice, then refused its own results file."""
     THEOREM6.write_text(THEOREM6.read_text().replace("state_sizes: [16, 64, 256]", "state_sizes: [16, 16, 64, 256]"))
-    line = _one_line(capsys, ["validate"], ["s4d_theorem6.yaml", "tiers.smoke", "state_sizes", "distinct",
+    line = _one_line(capsys, ["validate"], ["s4d-theorem-6.yaml", "tiers.smoke", "state_sizes", "distinct",
                                             "16 is given twice"])
     assert _run(capsys, "s4d-theorem-6", []) == line
     assert not Path("out").exists()
@@ -369,7 +369,7 @@ def test_a_resolved_spec_json_cannot_write_is_refused_before_running(project: Pa
 
     doc = resolve_includes(THEOREM6)
     doc["shown"] = {"smoke": datetime.date(2026, 11, 27)}
-    with pytest.raises(SpecError, match=r"s4d_theorem6.yaml: key 'shown.smoke'.*date"):
+    with pytest.raises(SpecError, match=r"s4d-theorem-6.yaml: key 'shown.smoke'.*date"):
         load_spec(THEOREM6, doc=doc)
     spec = load_spec(THEOREM6)
     spec.resolved["shown"] = {"smoke": datetime.date(2026, 11, 27)}  # as if it slipped past the loader
@@ -405,6 +405,6 @@ def test_cli_validate_on_nested_aliases_and_includes_exits_2_quickly(project: Pa
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(lines) == 2 and all(line.startswith("error: ") for line in lines), lines
-    assert any("s4d_theorem6.yaml" in line and "aliases" in line for line in lines)
+    assert any("s4d-theorem-6.yaml" in line and "aliases" in line for line in lines)
     assert any("key 'include'" in line and "levels" in line for line in lines)
     assert time.perf_counter() - t0 < 60

@@ -3,7 +3,7 @@
 Protocol (S4 Appendix D.1): a single layer with H hidden features; the LSSL's state size is N = H (as in the
 LSSL paper), S4's state size is parameter-matched to it, "a state size of N/2" (``s4_state_fraction``);
 one forward + backward pass. Rows LSSL, S4 and Ratio = LSSL / S4 for time and for memory.
-The paper gives neither batch nor length: the spec chooses them (reproductions/s4_table2.yaml says why).
+The paper gives neither batch nor length: the spec chooses them (reproductions/s4-table-2.yaml says why).
 """
 from __future__ import annotations
 

@@ -123,8 +123,13 @@ def _read_yaml(path: Path) -> dict:
 
 
 def id_matches_file(spec_id: str, path: Path) -> bool:
-    """The repository's naming: reproductions/s4d_table2.yaml holds id s4d-table-2 (ignore '_' and '-')."""
-    return spec_id.replace("-", "") == path.stem.replace("_", "")
+    """Whether a spec file's name names its id: the suite's own are ``<id>.yaml`` (reproductions/s4d-table-2.yaml holds
+    id s4d-table-2, as expected/s4d-table-2.yaml, results/s4d-table-2/ and tables/s4d-table-2.md are named); a name
+    spelled with '_' for '-' or without them (s4d_table2.yaml) still names it."""
+    def bare(name: str) -> str:
+        return name.replace("-", "").replace("_", "")
+
+    return bare(spec_id) == bare(path.stem)
 
 
 def check_id(spec_id: Any, path: Path) -> None:
@@ -134,9 +139,8 @@ def check_id(spec_id: Any, path: Path) -> None:
         raise SpecError(f"{path}: key 'id' is {spec_id!r}; allowed: lower-case letters, digits and '-', starting "
                         f"with a letter or digit (it names the results/, runs/ and tables/ entries)")
     if Path(path).resolve().parent == SPEC_DIR.resolve() and not id_matches_file(spec_id, path):
-        raise SpecError(f"{path}: key 'id' is {spec_id!r}, which does not match the file name {path.name!r} (the "
-                        f"id with '-' removed must equal the file name's stem with '_' removed, e.g. s4d-table-2 in "
-                        f"s4d_table2.yaml)")
+        raise SpecError(f"{path}: key 'id' is {spec_id!r}, which does not match the file name {path.name!r} (a spec "
+                        f"in {SPEC_DIR}/ is named by its id, e.g. s4d-table-2.yaml holds id s4d-table-2)")
 
 
 def project_root(path: Path) -> Path:
