@@ -58,6 +58,7 @@ PositiveInt = Int(1, tail="expected an integer >= 1")
 NonNegativeInt = Int(0, tail="expected an integer >= 0")
 OptionalPositiveNum = Opt(Num(0, lo_open=True, tail="expected None or a number > 0"))
 OptionalPositiveInt = Opt(Int(1, tail="expected None or an integer >= 1"))
+OptionalNonNegativeInt = Opt(Int(0, tail="expected None or an integer >= 0"))
 StepEpochs = Opt(Int(1, tail="expected an integer >= 1 (required by scheduler 'step')"))
 StepGamma = Opt(Num(0, 1, lo_open=True, tail="expected a number in (0, 1] (required by scheduler 'step')"))
 LogEvery = Int(0, tail="expected an integer >= 0 (0: no step log)")
@@ -84,6 +85,10 @@ class TrainConfig:
     betas: Betas = (0.9, 0.999)
     scheduler: Scheduler = "cosine"
     warmup_epochs: NonNegativeNum = 0  # linear warmup length, in epochs (fractions allowed); any scheduler
+    warmup_steps: OptionalNonNegativeInt = None  # the warmup in optimizer steps instead (not with warmup_epochs)
+    # the cosine's length in optimizer steps (default: epochs x steps per epoch), for a configuration that counts
+    # the schedule in steps
+    schedule_steps: OptionalPositiveInt = None
     patience: NonNegativeInt = 5  # plateau: epochs without improvement before a decay
     plateau_factor: Fraction = 0.2  # plateau: lr multiplier at each decay
     step_epochs: StepEpochs = None  # step: decay every this many epochs
@@ -113,6 +118,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         """The rules across fields (each field's own type and range are checked before)."""
+        if self.warmup_steps is not None and self.warmup_epochs:
+            raise _err("warmup_steps", self.warmup_steps, f"None while warmup_epochs is set ({self.warmup_epochs}): "
+                       f"give the warmup in one of them")
+        if self.scheduler != "cosine" and self.schedule_steps is not None:
+            raise _err("schedule_steps", self.schedule_steps, "None unless the scheduler is 'cosine'")
         if self.scheduler == "cosine" and self.warmup_epochs >= self.epochs:
             raise _err("warmup_epochs", self.warmup_epochs, f"less than epochs ({self.epochs}) for the cosine schedule")
         if self.scheduler == "step" and self.step_epochs is None:

@@ -14,7 +14,9 @@ groups move together, as in the official code.
     step:     main = step_gamma ** (epochs_done // step_epochs)   (S4D BIDMC: 0.5 every 100 epochs)
     constant: main = 1
 
-``step`` counts optimizer steps from the start of training; T = epochs * steps_per_epoch.
+``step`` counts optimizer steps from the start of training; T = epochs * steps_per_epoch, or ``schedule_steps``
+where given (the cosine then reaches 0 there, before or after the last epoch, as a step-counting configuration
+has it); W = warmup_epochs * steps_per_epoch, or ``warmup_steps`` where given.
 The cosine and warmup parts are per step; the plateau and step parts change at epoch ends.
 """
 from __future__ import annotations
@@ -34,8 +36,11 @@ class LRSchedule:
         if steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch must be >= 1, got {steps_per_epoch}")
         self.kind = cfg.scheduler
-        self.total_steps = cfg.epochs * steps_per_epoch
-        self.warmup_steps = int(round(cfg.warmup_epochs * steps_per_epoch))
+        # the cosine's length and the warmup: in steps where the configuration gives them so (an authors' config
+        # that counts steps), else from the epochs
+        self.total_steps = cfg.schedule_steps or cfg.epochs * steps_per_epoch
+        self.warmup_steps = (cfg.warmup_steps if cfg.warmup_steps is not None
+                             else int(round(cfg.warmup_epochs * steps_per_epoch)))
         self.patience = cfg.patience
         self.plateau_factor = cfg.plateau_factor
         self.step_epochs = cfg.step_epochs
