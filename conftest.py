@@ -24,12 +24,20 @@ if not torch.cuda.is_available():
 
 
 @pytest.fixture
-def script() -> Callable[[str], Any]:
+def script(request: pytest.FixtureRequest) -> Callable[[str], Any]:
     """A module of the repository by its file's path from the root (e.g. 'benchmarks/diagnostics/ddp_step_ab.py' is
-    the module benchmarks.diagnostics.ddp_step_ab), imported as any module is."""
+    the module benchmarks.diagnostics.ddp_step_ab), imported as any module is; a conftest.py is the module pytest
+    made of it."""
     import importlib
+    import sys
 
-    return lambda relative: importlib.import_module(relative.removesuffix(".py").replace("/", "."))
+    def load(relative: str) -> Any:
+        path = (Path(__file__).resolve().parent / relative).resolve()
+        for module in [*request.config.pluginmanager.get_plugins(), *list(sys.modules.values())]:
+            if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+                return module
+        return importlib.import_module(relative.removesuffix(".py").replace("/", "."))
+    return load
 
 
 #: set to an integer to give every ``gen`` that integer as its seed (to replay a failure the report names)
