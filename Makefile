@@ -39,7 +39,7 @@ smoke: setup
 	$(PY) -m runners check --tier smoke
 
 test: setup
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra -n auto
 
 report: setup
 	$(PY) -m runners report

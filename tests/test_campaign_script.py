@@ -5,9 +5,11 @@
 checkpoint format (what `runners progress` and the packer read), in a checkpoints/ folder of the test's own."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -38,12 +40,20 @@ RUNS_LINES = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
 def _folder_of(cells: str, *options: str) -> str:
-    """The checkpoint folder `run --dry-run` names for one cell (relative to runs/)."""
-    out = subprocess.run([sys.executable, "-m", "runners", "run", "s4d-table-5", "--tier", "full", "--data", "suite",
-                          "--cells", cells, *options, "--dry-run"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
-    line = next(x for x in out.splitlines() if x.startswith("  checkpoint folder: runs/"))
+    """The checkpoint folder `run --dry-run` names for one cell (relative to runs/), asked once per test session."""
+    from runners.cli.main import main
+
+    here, text = os.getcwd(), io.StringIO()
+    try:
+        os.chdir(ROOT)
+        with contextlib.redirect_stdout(text):
+            assert main(["run", "s4d-table-5", "--tier", "full", "--data", "suite", "--cells", cells, *options,
+                         "--dry-run"]) == 0
+    finally:
+        os.chdir(here)
+    line = next(x for x in text.getvalue().splitlines() if x.startswith("  checkpoint folder: runs/"))
     return line.removeprefix("  checkpoint folder: runs/").rstrip("/")
 
 
@@ -111,8 +121,12 @@ def _unpacked(tmp_path: Path) -> Path:
 
 @needs_tools
 def test_a_call_packs_the_unfinished_runs_marked_pack(tmp_path: Path, capsys) -> None:
+    """The runs file ends its lines as two editors would, LF and CRLF alternately: a CRLF line reads as its LF
+    twin."""
     work, cells = _workspace(tmp_path)
-    done = _call(tmp_path, work)
+    (work / "mixed.txt").write_bytes(b"".join((line + ("\r\n" if i % 2 else "\n")).encode()
+                                              for i, line in enumerate(RUNS_LINES)))
+    done = _call(tmp_path, work, "mixed.txt")
     assert done.returncode == 0, done.stderr[-2000:]
     unpacked = _unpacked(tmp_path)
     manifest = json.loads((unpacked / "ckpt" / "transfer_manifest.json").read_text())
@@ -177,20 +191,23 @@ def test_a_call_without_a_runs_file_names_it(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists() and not (work / "runs").exists()  # nothing started, nothing written
 
 
-def test_the_committed_runs_files_name_runs_the_specs_have(tmp_path: Path) -> None:
+def test_the_committed_runs_files_name_runs_the_specs_have(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture) -> None:
     """Each line of each runs file in benchmarks/campaign/ names a spec, cells and options that `run --dry-run`
-    accepts, and a checkpoint folder."""
+    accepts, and a checkpoint folder (the options split at spaces, as the script splits them)."""
+    from runners.cli.main import main
+
+    monkeypatch.chdir(ROOT)
     for runs_file in sorted((ROOT / "benchmarks" / "campaign").glob("*.txt")):
         for line in runs_file.read_text().splitlines():
             if not line[:1].isdigit():
                 continue
             gpu, spec, cells, options, *keep = line.split("|")
             assert gpu in {"0", "1", "2", "3"} and keep in ([], ["pack"]), (runs_file.name, line)
-            out = subprocess.run(f"{shlex.quote(sys.executable)} -m runners run {spec} --tier full --data suite "
-                                 f"--cells {shlex.quote(cells)} {options} --dry-run", shell=True, cwd=ROOT,
-                                 capture_output=True, text=True)
-            assert out.returncode == 0 and "  checkpoint folder: runs/" in out.stdout, (runs_file.name, line,
-                                                                                          out.stderr[-500:])
+            rc = main(["run", spec, "--tier", "full", "--data", "suite", "--cells", cells, *options.split(),
+                       "--dry-run"])
+            out, err = capsys.readouterr()
+            assert rc == 0 and "  checkpoint folder: runs/" in out, (runs_file.name, line, err[-500:])
 
 
 def test_collect_without_parts_names_the_folder(tmp_path: Path, capsys) -> None:
@@ -263,20 +280,9 @@ def test_the_call_arguments_are_checked(tmp_path: Path, argv: list[str], message
     assert not (work / "runs").exists() and not (work / "OUT").exists()
 
 
-@needs_tools
-def test_a_runs_file_with_crlf_lines_packs_as_its_lf_twin(tmp_path: Path) -> None:
-    """An editor's CRLF line endings: the runs are read as with LF, and the runs marked pack come back."""
-    work, cells = _workspace(tmp_path)
-    (work / "crlf.txt").write_bytes(("\r\n".join(RUNS_LINES) + "\r\n").encode())
-    done = _call(tmp_path, work, "crlf.txt")
-    assert done.returncode == 0, done.stderr[-2000:]
-    manifest = json.loads((_unpacked(tmp_path) / "ckpt" / "transfer_manifest.json").read_text())
-    assert sorted(str(Path(e["path"]).parent) for e in manifest.values()) == sorted([cells["inv"], cells["bias"]])
-
-
 def _hand_pack(tmp_path: Path, extra: dict[str, bytes] | None = None) -> Path:
     """A pack made by hand: one checkpoint and, under logs/results/, the files ``extra`` names."""
-    from runners.train.transfer import pack
+    from runners.execute.transfer import pack
 
     runs, stage = tmp_path / "runs", tmp_path / "stage"
     (runs / "spec" / "full" / "A__Pathfinder").mkdir(parents=True)

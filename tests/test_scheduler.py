@@ -189,7 +189,16 @@ def test_bad_gpu_lists_are_refused(text: str) -> None:
 # ---- end to end: two cells on two "GPUs" (child processes; CPU here), then one results file
 
 
-def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.fixture
+def two_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent process sees two CUDA devices (run --gpus checks the names against them); the children train on
+    the CPU."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+
+
+def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, two_gpus: None, capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "toytrain", "--data", "suite", "--gpus", "0,1"]) == 0
     out = capsys.readouterr().out
     assert "2 cell(s) on GPU(s) 0, 1" in out and "wrote" in out
@@ -211,7 +220,7 @@ def test_gpus_trains_each_cell_in_a_child_and_writes_one_result(project: Path, c
     assert "wall time of the call that wrote it" in report and "training time is in its line below" in report
 
 
-def test_cells_per_gpu_share_a_gpu_and_the_results_say_so(project: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cells_per_gpu_share_a_gpu_and_the_results_say_so(project: Path, two_gpus: None, capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "toytrain", "--data", "suite", "--gpus", "0", "--cells-per-gpu", "2"]) == 0
     assert "2 cell(s) on GPU(s) 0, 2 per GPU" in capsys.readouterr().out
     (result,) = _results(project)
@@ -258,7 +267,7 @@ def test_train_in_resumes_the_other_tables_run_and_refuses_another_configuration
         run_mod.run_spec(load_spec("reproductions/toytwin.yaml"), "smoke", progress=False, data="suite")
 
 
-def test_gpus_without_the_data_is_not_runnable(project: Path, capsys: pytest.CaptureFixture) -> None:
+def test_gpus_without_the_data_is_not_runnable(project: Path, two_gpus: None, capsys: pytest.CaptureFixture) -> None:
     """`run --gpus` on data that is not there ends as `run` does: the results file written with the cells not run,
     exit 3 (cannot run here), the message saying what is missing."""
     assert main(["run", "toytrain", "--gpus", "0"]) == 3

@@ -204,7 +204,9 @@ def build_parser(prog: str = "python -m runners") -> argparse.ArgumentParser:
     sub.add_parser("validate", help="validate every spec and expected file").set_defaults(fn=cmd_validate)
     p = sub.add_parser("ledger", help="the ledger of a store's results files: add files written before it, or "
                                       "check every store against its ledger")
-    p.add_argument("action", choices=["add", "check"])
+    p.add_argument("action", choices=["add", "check"],
+                   help="add: list FILES in their store's ledger; check: exit 2 if a listed file is missing or "
+                        "changed, or a results file is not listed")
     p.add_argument("files", nargs="*", help="with add: results files (<store>/<spec id>/<name>.json)")
     add_results_option(p)
     p.set_defaults(fn=cmd_ledger)

@@ -18,6 +18,7 @@ line naming the file, the line, the key and what is allowed (:class:`YamlError`,
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import stat
@@ -235,11 +236,28 @@ class _Graph:
                                              f"beyond the range of a float; allowed: |x| < 1.8e308") from None
 
 
+#: documents already read, by (text, limit): a command reads each spec and expected file many times (a report: every
+#: expected file per tier and per results folder), and the document depends on the text alone; a copy is returned
+_READ: dict[tuple[str, int], Any] = {}
+_READ_MAX = 256
+
+
 def load_yaml_text(text: str, name: str, error: Callable[[str], Exception] = YamlError,
                    limit: int = MAX_EXPANDED, key: str = "") -> Any:
     """The document of YAML ``text`` read with :class:`UniqueKeyLoader` after the checks of the module docstring;
     every problem raises ``error`` with one line starting with ``name`` (the file, or ``--set 'KEY=VALUE'``);
-    ``key``: the key the document is the value of (``--set``), prefixed to the keys named."""
+    ``key``: the key the document is the value of (``--set``), prefixed to the keys named. A text read before
+    gives a copy of its document (only documents that passed every check are kept)."""
+    if (text, limit) in _READ:
+        return copy.deepcopy(_READ[text, limit])
+    doc = _read_document(text, name, error, limit, key)
+    if len(_READ) >= _READ_MAX:
+        _READ.clear()
+    _READ[text, limit] = copy.deepcopy(doc)
+    return doc
+
+
+def _read_document(text: str, name: str, error: Callable[[str], Exception], limit: int, key: str) -> Any:
     loader = UniqueKeyLoader(text)
     try:
         try:

@@ -3,7 +3,8 @@
 A tier's verdict reads the newest run that measured a cell (:func:`runners.judge.verdicts.judge_tier`); when the
 same cell was measured again (a rerun, a timing repeated on another card), the report also lists the other runs, so a
 verdict that would have differed on an earlier run, or a timing that moves between runs, is in plain view. Each
-earlier value is judged by the same check as the newest one.
+earlier value is judged by the same check as the newest one, and, as the tier's verdict, is STALE where it was
+measured at another setting than the spec's today.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.textfmt import column_label, fmt, md_inline
-from .verdicts import CellVerdict, judge_run, tier_runs
+from .verdicts import CellVerdict, judge_run_today, tier_runs
 
 
 @dataclass
@@ -33,9 +34,11 @@ class Repeat:
         return [float(v) for _, v, _ in self.runs if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
-def repeated_cells(expected: dict, results: list[dict], tier: str, verdicts: list[CellVerdict]) -> list[Repeat]:
+def repeated_cells(expected: dict, results: list[dict], tier: str, verdicts: list[CellVerdict],
+                   today: Any = None) -> list[Repeat]:
     """The claims (not context rows, not sanity checks) that two or more of ``results`` (newest first) selected and
-    measured, in the expected file's order, each with every run's value and verdict (the judged run first). A run
+    measured, in the expected file's order, each with every run's value and verdict (the judged run first; STALE
+    where ``today``, :class:`runners.judge.settings.Today`, says the run's setting is not the spec's now). A run
     that left the cell null with a declared reason did not measure it and is not listed."""
     runs, newest = tier_runs(expected, results, tier)
     table = {(c["row"], c["column"]): c for c in expected["cells"]}
@@ -51,7 +54,8 @@ def repeated_cells(expected: dict, results: list[dict], tier: str, verdicts: lis
                  and not run.declared_null(key)]
         if len(found) < 2:
             continue
-        rows = [(i, runs[i].measured[key], judge_run(cell, tier, runs[i], newest, table).verdict) for i in found]
+        rows = [(i, runs[i].measured[key], judge_run_today(cell, tier, runs, i, newest, table, today).verdict)
+                for i in found]
         rows.sort(key=lambda r: r[0] != v.result)  # the judged run first, the others newest first
         out.append(Repeat(cell["row"], cell["column"], rows))
     return out

@@ -478,6 +478,17 @@ def judge_run(cell: dict, tier: str, run: Run, newest: Mapping[Key, tuple[Any, s
                  table=table, integrity_only=integrity_only)
 
 
+def judge_run_today(cell: dict, tier: str, runs: list[Run], index: int,
+                    newest: Mapping[Key, tuple[Any, str | None, str]], table: Mapping[Key, dict] | None = None,
+                    today: Any = None) -> CellVerdict:
+    """:func:`judge_run` of run ``index``, or STALE where ``today`` (the spec's setting now) says that run measured
+    the cell at another setting."""
+    gap = today.gap(runs[index].doc, cell["row"], cell["column"]) if today is not None else None
+    if gap:
+        return _stale_verdict(cell, tier, runs[index], index, gap, newest)
+    return judge_run(cell, tier, runs[index], newest, table)
+
+
 def _stale_verdict(cell: dict, tier: str, run: Run, index: int, gap: list[str],
                    newest: Mapping[Key, tuple[Any, str | None, str]]) -> CellVerdict:
     """STALE: the newest measurement of the cell was made at a setting that is not today's. A value that is no

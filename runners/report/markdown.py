@@ -317,8 +317,9 @@ def report_spec(spec: Spec, out_dir: Path, results_root: Path | None = None,
     judged = {}  # tier -> (verdicts, cells measured by more than one of its results files)
     for tier in TIERS:
         docs = [doc for _, doc in loaded[tier]]
-        verdicts = judge_tier(expected, docs, tier, Today.of_spec(spec, tier))
-        judged[tier] = (verdicts, repeated_cells(expected, docs, tier, verdicts))
+        today = Today.of_spec(spec, tier)
+        verdicts = judge_tier(expected, docs, tier, today)
+        judged[tier] = (verdicts, repeated_cells(expected, docs, tier, verdicts, today))
     top = next((t for t in reversed(TIERS) if loaded[t]), None)  # the most faithful tier that has run
     if top is not None:
         lines += glance_lines(top, loaded[top], *judged[top], tiers={t: judged[t][0] for t in TIERS if loaded[t]})
