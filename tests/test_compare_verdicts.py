@@ -572,16 +572,18 @@ def test_report_opens_with_what_each_column_measured_on_which_data_schedule_and_
 
 
 def test_report_lists_every_run_of_a_cell_measured_more_than_once(project: Path) -> None:
-    """Three files measured c (newest 1.05 PASS; earlier 0.5 FAIL and 0.98 PASS, at two commits), one file measured
-    e: the tier section says which claim an earlier run would have judged differently and how many commits the runs
-    span, and lists every run of c (the judged one first) with its verdict, file and commit, median and range; e,
-    measured once, is not listed; the glance says the same in one bullet."""
+    """Three files measured c (newest 1.05 PASS; earlier 0.5 FAIL at today's setting and 0.98 at another setting,
+    STALE, at two commits), one file measured e: the tier section says which claim an earlier run would have judged
+    differently and how many commits the runs span, and lists every run of c (the judged one first) with its
+    verdict, file and commit, median and range; e, measured once, is not listed; the glance says the same in one
+    bullet."""
     write_expected(project, [cell("c", 1.0, {"tolerance": {"abs": 0.1}}),
                              cell("e", 3.0, {"tolerance": {"abs": 0.1}})])
     old = {"environment": {"git_commit": "aaaaaaa1111", "git_dirty": False}, "config": {"value": 0.5, "tasks": {}}}
     new = {"environment": {"git_commit": "bbbbbbb2222", "git_dirty": True}}  # today's setting (TOY_SETTING)
     write_result(project, {"c": 0.98, "e": 3.0}, stamp="20260101T000000", **old)
-    write_result(project, {"c": 0.5}, stamp="20260102T000000", selected_cells=[["r", "c"]], **old)
+    write_result(project, {"c": 0.5}, stamp="20260102T000000", selected_cells=[["r", "c"]],
+                 environment=old["environment"])
     write_result(project, {"c": 1.05}, stamp="20260103T000000", selected_cells=[["r", "c"]], **new)
     report_all(project / "tables")
     text = (project / "tables" / "toy.md").read_text()
@@ -591,7 +593,7 @@ def test_report_lists_every_run_of_a_cell_measured_more_than_once(project: Path)
             "commits and 2 configurations: an earlier run may have measured other code or settings.") in smoke
     line = next(x for x in smoke.splitlines() if x.startswith("- r / c: "))
     assert line == ("- r / c: 3 runs: 1.05 PASS (`20260103T000000_smoke.json`, bbbbbbb + changes), 0.5 FAIL "
-                    "(`20260102T000000_smoke.json`, aaaaaaa), 0.98 PASS (`20260101T000000_smoke.json`, aaaaaaa); "
+                    "(`20260102T000000_smoke.json`, aaaaaaa), 0.98 STALE (`20260101T000000_smoke.json`, aaaaaaa); "
                     "median 0.98, range 0.5 to 1.05")
     assert not any(x.startswith("- r / e: ") for x in smoke.splitlines())
     head = text[:text.index("Paper:")]
