@@ -408,3 +408,16 @@ def test_cli_validate_on_nested_aliases_and_includes_exits_2_quickly(project: Pa
     assert any("s4d-theorem-6.yaml" in line and "aliases" in line for line in lines)
     assert any("key 'include'" in line and "levels" in line for line in lines)
     assert time.perf_counter() - t0 < 60
+
+
+def test_a_text_read_again_gives_a_fresh_copy_and_a_bad_text_fails_again() -> None:
+    """The loader keeps the documents it has read: a second read of one text is an equal document that shares
+    nothing with the first (a caller that edits its copy changes no other), and a text that failed fails again."""
+    text = "a: {b: [1, 2]}\nc: x\n"
+    first = load_yaml_text(text, "first.yaml")
+    first["a"]["b"].append(3)
+    second = load_yaml_text(text, "second.yaml")
+    assert second == {"a": {"b": [1, 2]}, "c": "x"} and second["a"] is not first["a"]
+    for name in ("bad.yaml", "again.yaml"):
+        with pytest.raises(YamlError, match=f"^{name}: .*duplicate key 'a'"):
+            load_yaml_text("a: 1\na: 2\n", name)
