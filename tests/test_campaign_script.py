@@ -121,10 +121,11 @@ def _unpacked(tmp_path: Path) -> Path:
 
 @needs_tools
 def test_a_call_packs_the_unfinished_runs_marked_pack(tmp_path: Path, capsys) -> None:
-    """The runs file ends its lines as two editors would, LF and CRLF alternately: a CRLF line reads as its LF
-    twin."""
+    """The runs file ends its lines as two editors would, CRLF and LF alternately: a CRLF line reads as its LF
+    twin (the bias run, packed from a folder of its own, is on a CRLF line)."""
     work, cells = _workspace(tmp_path)
-    (work / "mixed.txt").write_bytes(b"".join((line + ("\r\n" if i % 2 else "\n")).encode()
+    assert RUNS_LINES[4].startswith("3|") and RUNS_LINES[4].endswith("|pack")
+    (work / "mixed.txt").write_bytes(b"".join((line + ("\n" if i % 2 else "\r\n")).encode()
                                               for i, line in enumerate(RUNS_LINES)))
     done = _call(tmp_path, work, "mixed.txt")
     assert done.returncode == 0, done.stderr[-2000:]
