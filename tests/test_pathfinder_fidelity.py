@@ -20,11 +20,9 @@ the original's images pixel for pixel).
 """
 import math
 
-import numpy as np
 import pytest
 
-from runners.data.lra.pathfinder_gen import PairPool, draw_label, pathfinder_params, render, sample_geometry
-from runners.data.lra.pathfinder_stats import geometry_records, image_statistics
+from runners.data.lra.pathfinder_stats import generated_statistics
 
 N_ORIGINAL = 4000
 N_SUITE = 1000
@@ -54,15 +52,7 @@ SPREAD_SE = {"nonzero": 0.0265, "ink": 6.293, "start_distance": 0.1895}
 
 @pytest.fixture(scope="module")
 def suite_statistics():
-    p = pathfinder_params(32)
-    rng, pool = np.random.default_rng(2024), PairPool()
-    labels, geoms = [], []
-    for _ in range(N_SUITE):  # as make_batch draws them: the label, then the image
-        labels.append(draw_label(rng))
-        geoms.append(sample_geometry(rng, p, labels[-1], pool=pool))
-    labels = np.array(labels)
-    images = np.stack([render(g, p) for g in geoms])
-    return image_statistics(images, **geometry_records(geoms, labels))
+    return generated_statistics(32, N_SUITE, 2024)
 
 
 @pytest.mark.parametrize("name", list(ORIGINAL))

@@ -21,11 +21,9 @@ images pixel for pixel).
 """
 import math
 
-import numpy as np
 import pytest
 
-from runners.data.lra.pathfinder_gen import PairPool, draw_label, pathfinder_params, render, sample_geometry
-from runners.data.lra.pathfinder_stats import geometry_records, image_statistics
+from runners.data.lra.pathfinder_stats import generated_statistics
 
 N_ORIGINAL = 603
 N_SUITE = 400
@@ -55,14 +53,7 @@ NEVER = {"markers_brightest": 0.01, "no_distractors": 0.01}
 
 @pytest.fixture(scope="module")
 def suite_statistics():
-    p = pathfinder_params(128)
-    rng, pool = np.random.default_rng(2024), PairPool()
-    labels, geoms = [], []
-    for _ in range(N_SUITE):  # as make_batch draws them: the label, then the image
-        labels.append(draw_label(rng))
-        geoms.append(sample_geometry(rng, p, labels[-1], pool=pool))
-    images = np.stack([render(g, p) for g in geoms])
-    return image_statistics(images, **geometry_records(geoms, np.array(labels)))
+    return generated_statistics(128, N_SUITE, 2024)
 
 
 @pytest.mark.parametrize("name", list(ORIGINAL))

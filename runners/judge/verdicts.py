@@ -627,22 +627,18 @@ def compare(expected: dict, result: dict | None, tier: str) -> list[CellVerdict]
 
 # ------------------------------------------------------------------------------------------------------- counts
 
-def summary(verdicts: list[CellVerdict]) -> dict[str, int]:
-    """Verdict counts of the claims (role claim; context rows not included)."""
+def summary(verdicts: list[CellVerdict], role: str = "claim") -> dict[str, int]:
+    """Verdict counts of the cells of one ``role``: the claims by default (context rows not included)."""
     counts = {v: 0 for v in CLAIM_VERDICTS}
     for v in verdicts:
-        if v.role == "claim" and v.verdict in counts:
+        if v.role == role and v.verdict in counts:
             counts[v.verdict] += 1
     return counts
 
 
 def sanity_summary(verdicts: list[CellVerdict]) -> dict[str, int]:
     """Verdict counts of the sanity checks (they guard the machinery; not claims of the paper)."""
-    counts = {v: 0 for v in CLAIM_VERDICTS}
-    for v in verdicts:
-        if v.role == "sanity" and v.verdict in counts:
-            counts[v.verdict] += 1
-    return counts
+    return summary(verdicts, "sanity")
 
 
 def context_count(verdicts: list[CellVerdict]) -> int:

@@ -84,6 +84,21 @@ def geometry_records(geometries: Sequence, labels: Sequence[int]) -> dict[str, n
             "labels": np.asarray(labels)}
 
 
+def generated_statistics(resolution: int, n: int, seed: int) -> dict[str, dict[str, float]]:
+    """``image_statistics`` of ``n`` images of this suite's generator at ``resolution``, drawn as a batch of the
+    data set draws them (the label, then the image) from numpy seed ``seed``, with the geometry's records."""
+    from .pathfinder_gen import PairPool, draw_label, pathfinder_params, render, sample_geometry
+
+    p = pathfinder_params(resolution)
+    rng, pool = np.random.default_rng(seed), PairPool()
+    labels, geoms = [], []
+    for _ in range(n):
+        labels.append(draw_label(rng))
+        geoms.append(sample_geometry(rng, p, labels[-1], pool=pool))
+    images = np.stack([render(g, p) for g in geoms])  # uint8 (n, R, R)
+    return image_statistics(images, **geometry_records(geoms, np.array(labels)))
+
+
 def format_table(columns: dict[str, dict[str, dict[str, float]]]) -> str:
     """A plain-text table: one row per statistic, one 'mean +- sd' column per entry of ``columns``."""
     names = list(dict.fromkeys(k for col in columns.values() for k in col))
